@@ -515,19 +515,26 @@ typedef struct {
     mcdc_error err;
 } lake_closer;
 
+/* A lane: one open data file of the appender's (mcdc_table_props.lanes). */
+typedef struct {
+    mcdc_parquet_writer *w; /* NULL: no file open */
+    /* the lane's last file's writer's buffers, for its next file's (NULL
+     * before its first file and after the commit): one writer at a time
+     * uses a spare */
+    mcdc_parquet_spare *spare;
+    char *cur;           /* relative path of the open file */
+    int64_t cur_bytes;   /* uncompressed bytes written to it */
+} lake_lane;
+
 struct mcdc_appender {
     mcdc_table *t;
     mcdc_schema *schema;
     lake_layout layout;
     mcdc_table_props props;
-    mcdc_parquet_writer *w;
+    lake_lane lane[MCDC_APPENDER_LANES_MAX];
+    int n_lanes;         /* 1..MCDC_APPENDER_LANES_MAX */
     mcdc_parquet_choices *choices; /* the last file's encoding choices, or NULL */
-    /* the last file's writer's buffers, for the next file's (NULL before the
-     * first file and after the commit) */
-    mcdc_parquet_spare *spare;
-    char *cur;           /* relative path of the open file */
-    int64_t cur_bytes;   /* uncompressed bytes written to it */
-    int opened;          /* files opened so far (their names' numbers) */
+    int opened;          /* files opened so far, of every lane (their names' numbers) */
     lake_closer closer;
     lake_file *files;
     int nfiles, capfiles;
@@ -537,11 +544,18 @@ struct mcdc_appender {
 
 int mcdc_appender_open(mcdc_appender **out, mcdc_table *t, mcdc_schema *schema,
                        const mcdc_table_props *props, mcdc_error *err) {
+    *out = NULL;
+    int lanes = props && props->lanes > 0 ? props->lanes : 1;
+    if (lanes > MCDC_APPENDER_LANES_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT, "an appender keeps %d data files open at "
+                              "most, not %d (MCDC_APPENDER_LANES_MAX)",
+                              MCDC_APPENDER_LANES_MAX, lanes);
     *out = mcdc_calloc(1, sizeof **out);
     if (*out == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     (*out)->t = t;
     (*out)->schema = mcdc_schema_ref(schema);
     if (props) (*out)->props = *props;
+    (*out)->n_lanes = lanes;
     return MCDC_OK;
 }
 
@@ -627,25 +641,25 @@ static int join_closer(mcdc_appender *a, mcdc_error *err) {
     return closer_done(a, err);
 }
 
-/* Finishes the open file (after the one publishing behind): its last row
- * group, footer and record; then publishes it here, or (behind) hands its
- * publication to the closer thread. */
-static int finish_file_as(mcdc_appender *a, bool behind, mcdc_error *err) {
+/* Finishes lane l's open file (after the one publishing behind): its last
+ * row group, footer and record; then publishes it here, or (behind) hands
+ * its publication to the closer thread. */
+static int finish_file_as(mcdc_appender *a, lake_lane *l, bool behind, mcdc_error *err) {
     int rc = join_closer(a, err);
-    if (rc || a->w == NULL) return rc;
+    if (rc || l->w == NULL) return rc;
     mcdc_storage_writer *out = NULL;
     lake_file f = {0};
-    rc = mcdc_parquet_writer_close_unpublished(a->w, &out, err);
-    if (rc == MCDC_OK) rc = file_record(a, mcdc_parquet_writer_info(a->w), a->cur, &f, err);
+    rc = mcdc_parquet_writer_close_unpublished(l->w, &out, err);
+    if (rc == MCDC_OK) rc = file_record(a, mcdc_parquet_writer_info(l->w), l->cur, &f, err);
     mcdc_parquet_choices_free(a->choices);
-    a->choices = rc ? NULL : mcdc_parquet_writer_choices(a->w); /* NULL: the next one chooses */
-    mcdc_parquet_writer_free(a->w); /* its buffers go to the spare, for the next file's */
-    a->w = NULL;
+    a->choices = rc ? NULL : mcdc_parquet_writer_choices(l->w); /* NULL: the next one chooses */
+    mcdc_parquet_writer_free(l->w); /* its buffers go to the lane's spare, for its next file's */
+    l->w = NULL;
     if (rc) {
         mcdc_storage_writer_abort(out);
         return rc;
     }
-    a->cur = NULL;
+    l->cur = NULL;
     lake_closer *c = &a->closer;
     *c = (lake_closer){.out = out, .file = f};
     if (behind && mcdc_thread_start(&c->thread, closer_main, c) == 0) {
@@ -656,8 +670,12 @@ static int finish_file_as(mcdc_appender *a, bool behind, mcdc_error *err) {
     return closer_done(a, err);
 }
 
-static int finish_file(mcdc_appender *a, mcdc_error *err) {
-    return finish_file_as(a, false, err);
+/* Finishes every lane's open file, each published here. */
+static int finish_files(mcdc_appender *a, mcdc_error *err) {
+    int rc = MCDC_OK;
+    for (int i = 0; i < a->n_lanes && rc == MCDC_OK; i++)
+        rc = finish_file_as(a, &a->lane[i], false, err);
+    return rc;
 }
 
 static void delete_file(mcdc_appender *a, const char *rel) {
@@ -680,18 +698,19 @@ static const char *codec_suffix(mcdc_parquet_codec c) {
     }
 }
 
-int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) {
-    MCDC_ASSERT(!a->committed);
+int mcdc_appender_write_lane(mcdc_appender *a, int lane, const mcdc_batch *b, mcdc_error *err) {
+    MCDC_ASSERT(!a->committed && lane >= 0 && lane < a->n_lanes);
+    lake_lane *l = &a->lane[lane];
     if (b->rows == 0) return MCDC_OK;
     int rc = MCDC_OK;
-    if (a->w == NULL) {
+    if (l->w == NULL) {
         char uuid[37];
         mcdc_uuid4(uuid);
         if (!a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
         if (rc) return rc;
-        a->cur = mcdc_asprintf("part-%05d-%s-c000%s.parquet", a->opened, uuid,
+        l->cur = mcdc_asprintf("part-%05d-%s-c000%s.parquet", a->opened, uuid,
                                codec_suffix(a->layout.codec));
-        if (a->cur == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        if (l->cur == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         /* A new table is created before its first data file is written: a
          * kill in between leaves an empty table (and an unreferenced file),
          * never a directory of files without a log, which no run could
@@ -703,36 +722,42 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
             mcdc_schema_unref(evolved);
             mcdc_free(evolved_phys);
         }
-        if (rc == MCDC_OK && a->spare == NULL)
-            rc = mcdc_parquet_spare_create(&a->spare, 0, err);
+        if (rc == MCDC_OK && l->spare == NULL)
+            rc = mcdc_parquet_spare_create(&l->spare, 0, err);
         if (rc == MCDC_OK) {
             mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
-            po.spare = a->spare;
+            po.spare = l->spare;
+            /* the lanes share one writer's row-group budget */
+            po.row_group_bytes = (int64_t)MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT / a->n_lanes;
             po.field_ids = a->layout.mapped ? a->layout.ids : NULL;
             po.threads = a->props.parquet_threads;
             po.codec = a->layout.codec;
             /* the columns keep the last file's encodings, chosen afresh
              * every LAKE_CHOOSE_EVERY files in case the rows changed */
             if (a->opened % LAKE_CHOOSE_EVERY != 0) po.choices = a->choices;
-            rc = mcdc_parquet_writer_open(&a->w, mcdc_delta_table_storage(a->t->dt), a->cur,
+            rc = mcdc_parquet_writer_open(&l->w, mcdc_delta_table_storage(a->t->dt), l->cur,
                                           a->layout.mapped ? a->layout.phys_schema : a->schema,
                                           &po, err);
         }
         if (rc) {
-            mcdc_free(a->cur);
-            a->cur = NULL;
+            mcdc_free(l->cur);
+            l->cur = NULL;
             return rc;
         }
         a->opened++;
-        a->cur_bytes = 0;
+        l->cur_bytes = 0;
     }
-    rc = mcdc_parquet_writer_write(a->w, b, err);
+    rc = mcdc_parquet_writer_write(l->w, b, err);
     if (rc) return rc;
     a->rows += b->rows;
-    a->cur_bytes += mcdc_batch_bytes(b);
+    l->cur_bytes += mcdc_batch_bytes(b);
     int64_t target = a->props.file_bytes > 0 ? a->props.file_bytes : LAKE_FILE_BYTES_TARGET;
-    if (a->cur_bytes >= target) rc = finish_file_as(a, true, err);
+    if (l->cur_bytes >= target) rc = finish_file_as(a, l, true, err);
     return rc;
+}
+
+int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) {
+    return mcdc_appender_write_lane(a, 0, b, err);
 }
 
 /* Pairs ensure_table may add to the caller's: the column mapping mode, the
@@ -947,13 +972,14 @@ int mcdc_appender_prepare(mcdc_appender *a, bool *settled, mcdc_error *err) {
 }
 
 void mcdc_appender_set_threads(mcdc_appender *a, int threads) {
-    MCDC_ASSERT(a->w == NULL && a->opened == 0 && threads >= 0);
+    MCDC_ASSERT(a->opened == 0 && threads >= 0);
     a->props.parquet_threads = threads;
 }
 
 bool mcdc_appender_fills(const mcdc_appender *a, const mcdc_batch *b) {
     int64_t target = a->props.file_bytes > 0 ? a->props.file_bytes : LAKE_FILE_BYTES_TARGET;
-    return a->w != NULL && b->rows > 0 && a->cur_bytes + mcdc_batch_bytes(b) >= target;
+    const lake_lane *l = &a->lane[0];
+    return l->w != NULL && b->rows > 0 && l->cur_bytes + mcdc_batch_bytes(b) >= target;
 }
 
 static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t n_removes,
@@ -1012,15 +1038,11 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
 int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err) {
     MCDC_ASSERT(!a->committed);
     if (path) *path = NULL;
-    if (a->w == NULL) return join_closer(a, err);
-    int rc = finish_file(a, err);
+    MCDC_ASSERT(a->n_lanes == 1);
+    if (a->lane[0].w == NULL) return join_closer(a, err);
+    int rc = finish_file_as(a, &a->lane[0], false, err);
     if (rc == MCDC_OK && path) *path = a->files[a->nfiles - 1].path;
     return rc;
-}
-
-int mcdc_appender_roll_behind(mcdc_appender *a, mcdc_error *err) {
-    MCDC_ASSERT(!a->committed);
-    return a->w ? finish_file_as(a, true, err) : MCDC_OK;
 }
 
 /* The add that brings live file f back with deletion vector dv: its
@@ -1052,10 +1074,12 @@ static int readd_of(mcdc_delta_file *out, const mcdc_delta_file *f, const mcdc_d
 
 int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool *skipped,
                               int64_t *version, mcdc_error *err) {
-    int rc = finish_file(a, err);
+    int rc = finish_files(a, err);
     if (rc) return rc;
-    mcdc_parquet_spare_free(a->spare); /* no file comes after */
-    a->spare = NULL;
+    for (int i = 0; i < a->n_lanes; i++) { /* no file comes after */
+        mcdc_parquet_spare_free(a->lane[i].spare);
+        a->lane[i].spare = NULL;
+    }
     mcdc_delta_snapshot *s = NULL;
     mcdc_delta_file *removes = NULL, *readds = NULL;
     size_t nr = 0, n_readds = 0;
@@ -1117,15 +1141,17 @@ int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_versi
 void mcdc_appender_free(mcdc_appender *a) {
     if (a == NULL) return;
     join_closer(a, NULL); /* a file it published is deleted below */
-    mcdc_parquet_writer_free(a->w); /* an open file was never published */
-    mcdc_parquet_spare_free(a->spare);
+    for (int i = 0; i < a->n_lanes; i++) {
+        mcdc_parquet_writer_free(a->lane[i].w); /* an open file was never published */
+        mcdc_parquet_spare_free(a->lane[i].spare);
+        mcdc_free(a->lane[i].cur);
+    }
     mcdc_parquet_choices_free(a->choices);
     for (int i = 0; i < a->nfiles; i++) {
         if (!a->committed) delete_file(a, a->files[i].path);
         mcdc_free(a->files[i].path);
         mcdc_free(a->files[i].stats);
     }
-    mcdc_free(a->cur);
     mcdc_free(a->files);
     layout_clear(&a->layout, a->schema->n_fields);
     mcdc_schema_unref(a->schema);

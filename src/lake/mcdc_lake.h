@@ -137,6 +137,13 @@ typedef struct mcdc_table_props {
     /* A data file is closed once this many uncompressed bytes were written
      * to it (0: 128 MiB; tests roll small files with it). */
     int64_t file_bytes;
+    /* Data files an appender keeps open at once, one per lane
+     * (mcdc_appender_write_lane): 0 or 1, one; at most
+     * MCDC_APPENDER_LANES_MAX. The lanes share one writer's row-group
+     * budget: each lane's row groups are cut at
+     * MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT / lanes, so the column chunks
+     * held in memory are about one writer's whatever the lanes. */
+    int32_t lanes;
 } mcdc_table_props;
 
 /* Appends batches as Parquet files (bounded memory: files roll at the row
@@ -150,6 +157,12 @@ int mcdc_appender_open(mcdc_appender **out, mcdc_table *t, mcdc_schema *schema,
  * most one publishes behind, and a failure of its publication is the next
  * call's. */
 int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err);
+/* The same into lane's open data file (0 <= lane < mcdc_table_props.lanes):
+ * each lane's files hold its batches only, in the order written, and fill
+ * to the full size (mcdc_table_props.file_bytes); mcdc_appender_write is
+ * lane 0's. The commit finishes every lane's open file and publishes them
+ * all. */
+int mcdc_appender_write_lane(mcdc_appender *a, int lane, const mcdc_batch *b, mcdc_error *err);
 /* One commit: the files written, txn(app_id, txn_version) when app_id is
  * not NULL, commitInfo with operation and user_metadata (may be NULL). The
  * table is created by the first commit (the schema given to open); columns
@@ -200,9 +213,7 @@ int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool
  * relative to the table root, borrowed until the appender is freed; NULL
  * when no file was open. */
 int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err);
-/* The same, the closed file published on the appender's thread while the
- * next one is written, as a full one is (its failure is the next call's). */
-int mcdc_appender_roll_behind(mcdc_appender *a, mcdc_error *err);
+/* (roll and fills: of an appender of one lane) */
 /* Frees; an uncommitted appender deletes the files it wrote. NULL-safe. */
 /* Creates the table when missing (with its kind and schema, no rows), as
  * the first write would; an existing one is checked for its kind, and a

@@ -226,100 +226,29 @@ static void reading_phase(mcdc_progress_tracker *t, const mcdc_snap_env *e, int 
 }
 
 /* ---- each reader's rows in files of their own ------------------------------------
- * The readers' batches come interleaved; written as they come, every file
- * would hold rows of every range, and no file's key range would stand
- * apart (a rebuild could not read bronze in key order, mcdc_silver_bronze.c).
- * So the file being written takes one reader's batches (its lane); another
- * reader's wait here, in the order they came, until the file is full, or
- * until they pass HOLD_BYTES (HOLD_BATCHES): then the file is closed and the
- * reader of the oldest batch held takes the next one. Each file is then one
- * range's rows, in the order read (the range's key order). What it costs:
- * up to HOLD_BYTES held, and files cut short when the readers keep pace
- * with each other (a file is about twice what is held when it is cut). */
-#define HOLD_BYTES (16 * 1024 * 1024)
-#define HOLD_BATCHES 64
+ * The readers' batches come interleaved; written as they come into one
+ * file, every file would hold rows of every range, and no file's key range
+ * would stand apart (a rebuild could not read bronze in key order,
+ * mcdc_silver_bronze.c). So each reader writes into a data file of its own
+ * (its lane of the appender, mcdc_table_props.lanes): each file is one
+ * range's rows, in the order read (the range's key order), filled to the
+ * full size, and every batch is written when it comes (nothing held). */
 
-typedef struct lanes {
-    mcdc_appender *app;
-    bool apart;                      /* false: every batch written as it comes */
-    int cur;                         /* the lane of the open file; -1: none open */
-    mcdc_batch *held[HOLD_BATCHES];  /* in the order they came */
-    int lane[HOLD_BATCHES];
-    int n;
-    int64_t bytes;
-} lanes;
-
-static int lane_write(lanes *l, int lane, mcdc_batch *b, mcdc_error *err) {
-    bool fills = mcdc_appender_fills(l->app, b);
-    int rc = mcdc_appender_write(l->app, b, err);
-    mcdc_batch_free(b);
-    l->cur = fills ? -1 : lane; /* a full file is closed: any lane takes the next */
-    return rc;
-}
-
-/* Closes the open file (unless none is) and writes the held batches of the
- * oldest one's lane into the next. */
-static int lane_switch(lanes *l, mcdc_error *err) {
-    int rc = l->cur >= 0 ? mcdc_appender_roll_behind(l->app, err) : MCDC_OK;
-    l->cur = -1;
-    int to = l->n ? l->lane[0] : -1, kept = 0;
-    for (int i = 0; i < l->n; i++) {
-        if (l->lane[i] != to || rc) {
-            l->held[kept] = l->held[i], l->lane[kept++] = l->lane[i];
-            continue;
-        }
-        l->bytes -= mcdc_batch_bytes(l->held[i]);
-        rc = lane_write(l, to, l->held[i], err);
-    }
-    l->n = kept;
-    return rc;
-}
-
-/* Whether files of one range each are worth their cost (more, smaller
- * files; batches held): only a rebuild of silver on one integer key reads
- * a bronze whose files stand apart without sorting it
- * (mcdc_silver_bronze.c), so ranges cut on any other key, or one reader,
- * write the batches as they come. */
-static bool lanes_pay(const mcdc_schema *bronze, const json_t *keys, int readers) {
-    if (readers < 2 || json_array_size(keys) != 1) return false;
+/* The appender's lanes for n ranges cut on keys: one per reader when files
+ * of one range each pay (only a rebuild of silver on one integer key reads
+ * a bronze whose files stand apart without sorting it,
+ * mcdc_silver_bronze.c), else one: ranges cut on any other key, one
+ * reader, or more readers than an appender keeps files open
+ * (MCDC_APPENDER_LANES_MAX), write the batches as they come. */
+static int32_t lanes_pay(const mcdc_schema *bronze, const json_t *keys, int readers) {
+    if (readers < 2 || readers > MCDC_APPENDER_LANES_MAX || json_array_size(keys) != 1) return 1;
     const char *name = json_string_value(json_array_get(keys, 0));
     int32_t i = name ? mcdc_schema_find(bronze, name) : -1;
-    if (i < 0) return false;
+    if (i < 0) return 1;
     mcdc_type_id ty = bronze->fields[i].type;
-    return ty == MCDC_TYPE_INT64 || ty == MCDC_TYPE_INT32 || ty == MCDC_TYPE_INT16 ||
-           ty == MCDC_TYPE_INT8;
-}
-
-/* b (taken) of reader lane: written, or held. */
-static int lane_put(lanes *l, int lane, mcdc_batch *b, mcdc_error *err) {
-    if (!l->apart) {
-        int rc = mcdc_appender_write(l->app, b, err);
-        mcdc_batch_free(b);
-        return rc;
-    }
-    if (l->cur < 0 && l->n > 0) {
-        int rc = lane_switch(l, err); /* the file closed: the held ones first */
-        if (rc) {
-            mcdc_batch_free(b);
-            return rc;
-        }
-    }
-    if (l->cur < 0 || l->cur == lane) return lane_write(l, lane, b, err);
-    l->held[l->n] = b, l->lane[l->n++] = lane;
-    l->bytes += mcdc_batch_bytes(b);
-    return l->n == HOLD_BATCHES || l->bytes > HOLD_BYTES ? lane_switch(l, err) : MCDC_OK;
-}
-
-/* The held batches, each lane's in files of its own. */
-static int lane_drain(lanes *l, mcdc_error *err) {
-    int rc = MCDC_OK;
-    while (rc == MCDC_OK && l->n > 0) rc = lane_switch(l, err);
-    return rc;
-}
-
-static void lane_free(lanes *l) {
-    for (int i = 0; i < l->n; i++) mcdc_batch_free(l->held[i]);
-    l->n = 0;
+    bool integer = ty == MCDC_TYPE_INT64 || ty == MCDC_TYPE_INT32 || ty == MCDC_TYPE_INT16 ||
+                   ty == MCDC_TYPE_INT8;
+    return integer ? readers : 1;
 }
 
 /* One attempt: ranges read in parallel into one appender, committed. */
@@ -387,24 +316,23 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
                                 "%d encoder threads",
                  mcdc_changes_source_schema(e->changes), mcdc_changes_source_table(e->changes),
                  out->lsn, n, readers, encoders);
-    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = encoders};
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = encoders,
+                              .lanes = rc ? 1 : lanes_pay(e->bronze, keys, n)};
     mcdc_appender *app = NULL;
     mcdc_fanin *fan = NULL;
     if (rc == MCDC_OK) rc = mcdc_appender_open(&app, e->target, e->bronze, &props, err);
     if (rc == MCDC_OK) rc = mcdc_fanin_start(&fan, n, MCDC_QUEUE_DEPTH_MAX, read_one, args, err);
     mcdc_batch *b;
     *rows = 0;
-    lanes *ln = rc ? NULL : mcdc_calloc(1, sizeof *ln);
-    if (rc == MCDC_OK && ln == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    if (ln) *ln = (lanes){.app = app, .apart = lanes_pay(e->bronze, keys, n), .cur = -1};
     int from = 0;
     while (rc == MCDC_OK && (b = mcdc_fanin_next_from(fan, &from)) != NULL) {
         *rows += b->rows;
         int64_t got = b->rows, bytes = 0;
         rc = mcdc_bronze_widen(b, e->bronze, -1, out->lsn, -1, err);
         if (rc == MCDC_OK) bytes = mcdc_batch_bytes(b);
-        if (rc == MCDC_OK) rc = lane_put(ln, from, b, err);
-        else mcdc_batch_free(b);
+        /* each reader's batches into its lane's file, at once */
+        if (rc == MCDC_OK) rc = mcdc_appender_write_lane(app, props.lanes > 1 ? from : 0, b, err);
+        mcdc_batch_free(b);
         if (rc == MCDC_OK && t) mcdc_progress_add(t, got, bytes);
         if (rc == MCDC_OK) rc = mcdc_ctx_check_stop(e->ctx, "the snapshot", err);
         /* Crash tests: killed while the table is read (reference crash point 10). */
@@ -413,9 +341,6 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     }
     int frc = mcdc_fanin_finish(fan, NULL, rc ? NULL : err);
     if (rc == MCDC_OK) rc = frc;
-    if (rc == MCDC_OK) rc = lane_drain(ln, err);
-    if (ln) lane_free(ln);
-    mcdc_free(ln);
     mcdc_budget_release(e->ctx->budget, MCDC_PERMIT_CONNECTION, readers);
     /* The stream continues after the snapshot's LSN: cleanup must not have
      * passed it while the table was read. */

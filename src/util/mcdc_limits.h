@@ -143,6 +143,13 @@
  * doubling growth up to twice that) and a page per column. A writer that
  * grew past it (huge values) frees the rest as before. */
 #define MCDC_PARQUET_SPARE_BYTES_MAX (128u * 1024u * 1024u)
+/* Data files an appender keeps open at once (mcdc_table_props.lanes: a
+ * snapshot's readers, each writing its rows into files of its own). The
+ * lanes share one writer's row-group budget, so at 8 a lane's row groups
+ * are 8 MiB of batch bytes: fewer would cost each column chunk's
+ * dictionary and compression. A snapshot on more connections writes its
+ * batches into one file as they come (mcdc_snapshot_job.c). */
+#define MCDC_APPENDER_LANES_MAX 8
 /* A footer larger than this is a lie or a file we do not want. */
 #define MCDC_PARQUET_FOOTER_BYTES_MAX (64u * 1024u * 1024u)
 /* Thrift nesting in Parquet metadata is shallow (depth < 10). */

@@ -1,4 +1,5 @@
 #include <dirent.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -667,10 +668,9 @@ static int64_t roll_objects(mcdc_table *t) {
 }
 
 /* One attempt: ROLL_FILES batches of 3 facts rows (batch_id i), each
- * filling a file (file_bytes 1), or (cut) each file closed by
- * mcdc_appender_roll_behind after its batch, committed as txn(app, 0). */
-static int roll_attempt(mcdc_table *t, bool cut, bool *skipped, mcdc_error *e) {
-    mcdc_table_props props = {.file_bytes = cut ? 1 << 30 : 1};
+ * filling a file (file_bytes 1), committed as txn(app, 0). */
+static int roll_attempt(mcdc_table *t, bool *skipped, mcdc_error *e) {
+    mcdc_table_props props = {.file_bytes = 1};
     mcdc_appender *a = NULL;
     mcdc_batch *first = facts_rows(0, 3);
     int rc = mcdc_appender_open(&a, t, first->schema, &props, e);
@@ -679,7 +679,6 @@ static int roll_attempt(mcdc_table *t, bool cut, bool *skipped, mcdc_error *e) {
         mcdc_batch *b = facts_rows(i, 3);
         rc = mcdc_appender_write(a, b, e);
         mcdc_batch_free(b);
-        if (rc == MCDC_OK && cut) rc = mcdc_appender_roll_behind(a, e);
     }
     int64_t v = -1;
     if (rc == MCDC_OK) rc = mcdc_appender_commit(a, "app", 0, NULL, skipped, &v, e);
@@ -687,8 +686,7 @@ static int roll_attempt(mcdc_table *t, bool cut, bool *skipped, mcdc_error *e) {
     return rc;
 }
 
-/* Every full file (and every file cut by mcdc_appender_roll_behind, the
- * same sweep again) is published (fsync, then visible) on the appender's
+/* Every full file is published (fsync, then visible) on the appender's
  * thread while the next one is written: the commit names all of them, in
  * the order written. A write (about 16 of them, spread over the files) and
  * the opening of a file failing in turn (on the writing thread, while the
@@ -705,8 +703,7 @@ TEST(lake_append_closes_full_files_behind) {
     const mcdc_storage_op ops[] = {MCDC_STORAGE_OP_WRITE, MCDC_STORAGE_OP_COMMIT_PUT,
                                    MCDC_STORAGE_OP_WRITER_OPEN};
     int tables = 0, failed = 0;
-    for (size_t k = 0; k < 2 * sizeof ops / sizeof ops[0]; k++) {
-        bool cut = k >= sizeof ops / sizeof ops[0]; /* files cut by roll_behind */
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
         int64_t calls = 0, step = 1;
         /* writes: a Parquet file makes dozens; about 16 of them, spread */
         for (int64_t nth = 0; nth <= calls; nth += nth ? step : 1) {
@@ -715,11 +712,11 @@ TEST(lake_append_closes_full_files_behind) {
             mcdc_table *t = NULL;
             CHECK_EQ_INT(mcdc_table_open_env(&t, &env, where, NULL, &e), MCDC_OK);
             if (t == NULL) break;
-            mcdc_storage_op op = ops[k % (sizeof ops / sizeof ops[0])];
+            mcdc_storage_op op = ops[k];
             int64_t c0 = mcdc_storage_mem_calls(mem, op);
             if (nth > 0) mcdc_storage_mem_fail_nth(mem, op, nth, MCDC_E_IO);
             bool skipped = false;
-            int rc = roll_attempt(t, cut, &skipped, &e);
+            int rc = roll_attempt(t, &skipped, &e);
             if (nth == 0) {
                 calls = mcdc_storage_mem_calls(mem, op) - c0;
                 step = calls / 16 > 1 ? calls / 16 : 1;
@@ -732,7 +729,7 @@ TEST(lake_append_closes_full_files_behind) {
                 failed++;
                 CHECK(strstr(e.message, "injected fault") != NULL);
                 CHECK_EQ_INT(roll_objects(t), 0);
-                rc = roll_attempt(t, cut, &skipped, &e); /* the rerun */
+                rc = roll_attempt(t, &skipped, &e); /* the rerun */
             }
             CHECK_EQ_INT(rc, MCDC_OK);
             CHECK(!skipped);
@@ -748,7 +745,125 @@ TEST(lake_append_closes_full_files_behind) {
         }
         CHECK(calls >= ROLL_FILES);
     }
-    CHECK(failed >= 2 * (16 + ROLL_FILES));
+    CHECK(failed >= 16 + ROLL_FILES);
+    mcdc_storage_mem_release(mem);
+}
+
+/* ---- lanes: one open data file per lane ------------------------------------ */
+#define LANES 3
+#define LANE_BATCHES 7 /* each lane's; a file fills at 2.5 batches: 3 files a lane */
+
+/* One attempt: LANES lanes' batches of 3 facts rows interleaved (lane l's
+ * k-th batch is batch_id l * 100 + k), each lane's file full after its
+ * third batch, committed as txn(app, 0); *free_early: freed uncommitted
+ * after the writes instead. */
+static int lanes_attempt(mcdc_table *t, bool free_early, bool *skipped, mcdc_error *e) {
+    mcdc_batch *first = facts_rows(0, 3);
+    mcdc_table_props props = {.file_bytes = mcdc_batch_bytes(first) * 5 / 2, .lanes = LANES};
+    mcdc_appender *a = NULL;
+    int rc = mcdc_appender_open(&a, t, first->schema, &props, e);
+    mcdc_batch_free(first);
+    for (int k = 0; rc == MCDC_OK && k < LANE_BATCHES; k++)
+        for (int l = LANES - 1; rc == MCDC_OK && l >= 0; l--) {
+            mcdc_batch *b = facts_rows(l * 100 + k, 3);
+            rc = mcdc_appender_write_lane(a, l, b, e);
+            mcdc_batch_free(b);
+        }
+    int64_t v = -1;
+    if (rc == MCDC_OK && !free_early) rc = mcdc_appender_commit(a, "app", 0, NULL, skipped, &v, e);
+    mcdc_appender_free(a);
+    return rc;
+}
+
+typedef struct {
+    int files, per_lane[LANES];
+    int64_t rows;
+    bool apart; /* every file's batch_ids of one lane */
+} lanes_acc;
+
+static int lanes_file(void *ctx, const char *stats, mcdc_error *err) {
+    (void)err;
+    lanes_acc *x = ctx;
+    json_error_t je;
+    json_t *j = stats ? json_loads(stats, 0, &je) : NULL;
+    json_t *mins = json_object_get(j, "minValues"), *maxs = json_object_get(j, "maxValues");
+    json_int_t lo = json_integer_value(json_object_get(mins, "batch_id"));
+    json_int_t hi = json_integer_value(json_object_get(maxs, "batch_id"));
+    x->rows += json_integer_value(json_object_get(j, "numRecords"));
+    x->files++;
+    if (j == NULL || lo / 100 != hi / 100 || lo < 0 || lo / 100 >= LANES) x->apart = false;
+    else x->per_lane[lo / 100]++;
+    json_decref(j);
+    return MCDC_OK;
+}
+
+/* An appender of several lanes keeps a data file open for each: every
+ * batch goes into its lane's file at once, each lane's files fill to the
+ * full size and hold its rows only (their key ranges apart), and the
+ * commit publishes every lane's files, the ones still open too. Freed
+ * uncommitted, it leaves no file (the ones published behind nor the open
+ * ones); more lanes than MCDC_APPENDER_LANES_MAX are refused. A write, a
+ * file's opening and a publication failing in turn (about 12 of each,
+ * spread) fail the attempt and leave nothing; the rerun commits every row
+ * once. */
+TEST(lake_append_lanes_each_into_files_of_their_own) {
+    mcdc_storage_mem *mem = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_mem_create(&mem, "lanes", &e), MCDC_OK);
+    mcdc_storage_env env = mcdc_storage_mem_env(mem);
+    mcdc_table *t = NULL;
+    bool skipped = false;
+    CHECK_EQ_INT(mcdc_table_open_env(&t, &env, "mem://lanes/early", NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(lanes_attempt(t, true, &skipped, &e), MCDC_OK);
+    CHECK_EQ_INT(roll_objects(t), 0);
+    mcdc_table_close(t);
+    mcdc_batch *b = facts_rows(0, 3);
+    mcdc_appender *a = NULL;
+    mcdc_table_props over = {.lanes = MCDC_APPENDER_LANES_MAX + 1};
+    CHECK_EQ_INT(mcdc_appender_open(&a, NULL, b->schema, &over, &e), MCDC_E_LIMIT);
+    CHECK(a == NULL);
+    mcdc_batch_free(b);
+    const mcdc_storage_op ops[] = {MCDC_STORAGE_OP_WRITE, MCDC_STORAGE_OP_COMMIT_PUT,
+                                   MCDC_STORAGE_OP_WRITER_OPEN};
+    int tables = 0, failed = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        int64_t calls = 0, step = 1;
+        for (int64_t nth = 0; nth <= calls; nth += nth ? step : 1) {
+            char where[64];
+            snprintf(where, sizeof where, "mem://lanes/t%d", tables++);
+            CHECK_EQ_INT(mcdc_table_open_env(&t, &env, where, NULL, &e), MCDC_OK);
+            if (t == NULL) break;
+            int64_t c0 = mcdc_storage_mem_calls(mem, ops[k]);
+            if (nth > 0) mcdc_storage_mem_fail_nth(mem, ops[k], nth, MCDC_E_IO);
+            int rc = lanes_attempt(t, false, &skipped, &e);
+            if (nth == 0) {
+                calls = mcdc_storage_mem_calls(mem, ops[k]) - c0;
+                step = calls / 12 > 1 ? calls / 12 : 1;
+            }
+            bool fired = nth > 0 && mcdc_storage_mem_fault_fired(mem);
+            mcdc_storage_mem_fail_nth(mem, ops[k], 0, MCDC_OK);
+            CHECK(nth == 0 || fired);
+            CHECK(nth == 0 || rc != MCDC_OK);
+            if (rc != MCDC_OK) {
+                failed++;
+                CHECK(strstr(e.message, "injected fault") != NULL);
+                CHECK_EQ_INT(roll_objects(t), 0);
+                rc = lanes_attempt(t, false, &skipped, &e); /* the rerun */
+            }
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK(!skipped);
+            lanes_acc x = {.apart = true};
+            CHECK_EQ_INT(mcdc_table_each_file_stats(t, lanes_file, &x, &e), MCDC_OK);
+            CHECK(x.apart);
+            CHECK_EQ_INT(x.rows, LANES * LANE_BATCHES * 3);
+            CHECK_EQ_INT(x.files, LANES * 3);
+            CHECK_EQ_INT(roll_objects(t), LANES * 3);
+            for (int l = 0; l < LANES; l++) CHECK_EQ_INT(x.per_lane[l], 3);
+            mcdc_table_close(t);
+        }
+        CHECK(calls >= LANES * 3);
+    }
+    CHECK(failed >= 2 * 12 + LANES * 3);
     mcdc_storage_mem_release(mem);
 }
 
