@@ -159,7 +159,7 @@ typedef struct lsn_memo {
  * is not one ("0x" and 20 hex digits, as bronze stores them). */
 static int row_lsn(lsn_memo *m, const char *p, size_t n, const char *column, mcdc_lsn *out,
                    mcdc_error *err) {
-    if (m->ok && n == MCDC_LSN_TEXT_LEN && memcmp(p, m->text, MCDC_LSN_TEXT_LEN) == 0) {
+    if (m->ok && n == MCDC_LSN_TEXT_LEN && silver_lsn_text_eq(p, m->text)) {
         *out = m->v;
         return MCDC_OK;
     }
@@ -176,9 +176,10 @@ static int row_lsn(lsn_memo *m, const char *p, size_t n, const char *column, mcd
     return MCDC_OK;
 }
 
+_Static_assert(MCDC_LSN_TEXT_LEN == 22 && MCDC_LSN_BYTES == 10, "silver_lsn_text_eq, silver_lsn10_cmp");
 /* A row's LSN against a bound (none: every LSN is above it). */
 static inline int vs(const mcdc_lsn *row, const apply_lsn *bound) {
-    return bound->set ? mcdc_lsn_cmp(row, &bound->v) : 1;
+    return bound->set ? silver_lsn10_cmp(row->b, bound->v.b) : 1;
 }
 
 /* ---- pass 1: the newest whole snapshot ---------------------------------------------- */
