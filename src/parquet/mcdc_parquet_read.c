@@ -695,6 +695,20 @@ static int decode_levels(pq_cursor *c, const uint8_t **pp, const uint8_t *end, i
     return MCDC_OK;
 }
 
+/* Text values are mostly short (codes, LSNs, names): a value of up to
+ * PQ_SHORT_VALUE bytes is copied as that many, in two fixed moves and no
+ * call, where both buffers have that many bytes from it (the values'
+ * buffers are reserved with that much more, short_room; the bytes past a
+ * value are overwritten by the next, or lie past the data's length). */
+#define PQ_SHORT_VALUE 32
+static size_t short_room(size_t total) {
+    return total <= (size_t)MCDC_BATCH_BYTES_MAX - PQ_SHORT_VALUE ? total + PQ_SHORT_VALUE : total;
+}
+static inline void copy_short(uint8_t *dst, const uint8_t *src) {
+    memcpy(dst, src, 16);
+    memcpy(dst + 16, src + 16, 16);
+}
+
 /* PLAIN values into ph; bounded by the bytes present. */
 static int decode_plain(pq_cursor *c, pq_phys *ph, const uint8_t *p, size_t n, int64_t nv,
                         mcdc_error *err) {
@@ -716,12 +730,15 @@ static int decode_plain(pq_cursor *c, pq_phys *ph, const uint8_t *p, size_t n, i
             q += len;
         }
         size_t total = (size_t)(q - p) - (size_t)nv * 4;
-        if ((rc = mcdc_buf_reserve(&ph->data, total, err))) return rc;
+        if ((rc = mcdc_buf_reserve(&ph->data, short_room(total), err))) return rc;
         q = p;
         int64_t off = 0;
         for (int64_t i = 0; i < nv; i++) {
             uint32_t len = pq_le32(q);
-            if (len) memcpy(ph->data.data + off, q + 4, len);
+            if (len <= PQ_SHORT_VALUE && (size_t)(end - q) >= 4 + PQ_SHORT_VALUE &&
+                (size_t)off + PQ_SHORT_VALUE <= ph->data.cap)
+                copy_short(ph->data.data + off, q + 4);
+            else if (len) memcpy(ph->data.data + off, q + 4, len);
             off += len;
             ph->offs[i + 1] = off;
             q += 4 + len;
@@ -755,11 +772,14 @@ static int decode_dict(pq_cursor *c, const uint8_t *p, size_t n, int64_t nv, mcd
         size_t total = 0;
         for (int64_t i = 0; i < nv; i++)
             total += (size_t)(d->offs[c->ibuf[i] + 1] - d->offs[c->ibuf[i]]);
-        if ((rc = mcdc_buf_reserve(&ph->data, total, err))) return rc;
+        if ((rc = mcdc_buf_reserve(&ph->data, short_room(total), err))) return rc;
         int64_t off = 0;
         for (int64_t i = 0; i < nv; i++) {
             int64_t a = d->offs[c->ibuf[i]], l = d->offs[c->ibuf[i] + 1] - a;
-            if (l) memcpy(ph->data.data + off, d->data.data + a, (size_t)l);
+            if (l <= PQ_SHORT_VALUE && (size_t)a + PQ_SHORT_VALUE <= d->data.cap &&
+                (size_t)off + PQ_SHORT_VALUE <= ph->data.cap)
+                copy_short(ph->data.data + off, d->data.data + a);
+            else memcpy(ph->data.data + off, d->data.data + a, (size_t)l);
             off += l;
             ph->offs[i + 1] = off;
         }

@@ -750,7 +750,8 @@ static int32_t pass2_columns(pass2 *p, const apply_plan *pl, const mcdc_schema *
     p->c_cmd = p->c_snap = p->c_chunk = -1;
     if (mcdc_schema_find(bs, "_command_id") >= 0) p->c_cmd = nc, cols[nc++] = "_command_id";
     if (mcdc_schema_find(bs, "_snapshot") >= 0) p->c_snap = nc, cols[nc++] = "_snapshot";
-    if (!keys_only && mcdc_schema_find(bs, "_chunk") >= 0) p->c_chunk = nc, cols[nc++] = "_chunk";
+    /* _chunk tells new chunks' rows apart: without any, it is not read */
+    if (!keys_only && p->sel->n_new > 0 && mcdc_schema_find(bs, "_chunk") >= 0) p->c_chunk = nc, cols[nc++] = "_chunk";
     MCDC_ASSERT(!keys_only || p->sel->n_new == 0);
     p->from[k] = p->c_lsn, p->from[k + 1] = p->c_ts, p->from[k + 2] = p->c_op;
     p->from[k + 3] = p->c_cmd, p->from[k + 4] = p->c_seq;

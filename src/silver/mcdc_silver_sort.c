@@ -398,28 +398,39 @@ static int sort_key_append(silver_sorter *s, mcdc_buf *out, const mcdc_column *c
     return rc;
 }
 
-/* Notes the next row's key (klen bytes): false when it does not come after
- * the last one's. Keys are encoded prefix-free (no key's bytes begin
- * another's), so of two rows of different keys the sort keys order as the
- * keys do, whatever their ranks: keys that ascend, each once, are the order
- * of the sort keys a replay needs. */
-static bool order_next(order_check *o, const uint8_t *k, uint32_t klen) {
-    if (o->have && silver_key_cmp_fast(o->last, o->klen, k, klen) >= 0) return false;
-    memcpy(o->last, k, klen);
-    o->klen = klen;
-    o->have = true;
-    /* the key's bytes, a word at a time (to tell a replay that differs) */
+/* Notes the next n rows' keys (keys + off[i] to keys + off[i + 1]): false
+ * when one does not come after the one before (then o is no longer of use).
+ * Keys are encoded prefix-free (no key's bytes begin another's), so of two
+ * rows of different keys the sort keys order as the keys do, whatever their
+ * ranks: keys that ascend, each once, are the order of the sort keys a
+ * replay needs. Only the batch's last key is copied, as the next batch's
+ * first is compared with it. */
+static bool order_next(order_check *o, const uint8_t *keys, const size_t *off, int64_t n) {
+    if (n == 0) return true;
+    const uint8_t *prev = o->have ? o->last : NULL;
+    size_t plen = o->klen;
     uint64_t h = o->hash;
-    uint32_t n = klen;
-    for (; n >= 8; n -= 8, k += 8) {
-        uint64_t w;
-        memcpy(&w, k, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *k = keys + off[i];
+        size_t klen = off[i + 1] - off[i];
+        if (prev && silver_key_cmp_fast(prev, plen, k, klen) >= 0) return false;
+        prev = k, plen = klen;
+        /* the key's bytes, a word at a time (to tell a replay that differs) */
+        size_t m = klen;
+        for (; m >= 8; m -= 8, k += 8) {
+            uint64_t w;
+            memcpy(&w, k, 8);
+            h = (h ^ w) * 0x100000001b3ULL;
+        }
+        uint64_t w = 0;
+        for (size_t j = 0; j < m; j++) w |= (uint64_t)k[j] << (8 * j);
+        h = (h ^ w ^ (uint64_t)m << 56) * 0x9e3779b97f4a7c15ULL;
     }
-    uint64_t w = 0;
-    memcpy(&w, k, n);
-    o->hash = (h ^ w ^ (uint64_t)n << 56) * 0x9e3779b97f4a7c15ULL;
-    o->rows++;
+    memcpy(o->last, prev, plen);
+    o->klen = (uint32_t)plen;
+    o->have = true;
+    o->hash = h;
+    o->rows += n;
     return true;
 }
 
@@ -593,14 +604,12 @@ static int replay_keys(silver_sorter *s, const mcdc_batch *b, const uint32_t *ta
     mcdc_batch *kb = NULL;
     if (rc == MCDC_OK) rc = mcdc_batch_create(&kb, s->key_schema, n, err);
     if (rc == MCDC_OK) rc = keys_reserve(kb->columns, n, (int64_t)(s->rkeys.len + (size_t)n * rank), err);
+    if (rc == MCDC_OK && !order_next(&s->replayed, (const uint8_t *)s->rkeys.data, s->rkoff, n))
+        rc = replay_differs(s, err, "a row out of order");
     mcdc_column *sk = rc == MCDC_OK ? kb->columns : NULL;
     for (int64_t r = 0; rc == MCDC_OK && r < n; r++) {
         const uint8_t *k = (const uint8_t *)s->rkeys.data + s->rkoff[r];
         uint32_t klen = (uint32_t)(s->rkoff[r + 1] - s->rkoff[r]);
-        if (!order_next(&s->replayed, k, klen)) {
-            rc = replay_differs(s, err, "a row out of order");
-            break;
-        }
         uint8_t *d = sk->data + sk->data_len;
         memcpy(d, k, klen);
         silver_rank rk;
@@ -624,14 +633,13 @@ static int replay_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
                       mcdc_error *err) {
     MCDC_ASSERT(!s->broke);
     int rc = batch_keys(s, b, rows, n, err);
-    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+    if (rc == MCDC_OK && !order_next(&s->added, (const uint8_t *)s->rkeys.data, s->rkoff, n)) {
+        s->broke = true;
+        rc = mcdc_error_set(err, MCDC_E_CANCELLED, "rows out of key order: they cannot be replayed");
+    }
+    for (int64_t i = 0; rc == MCDC_OK && s->cfg.ranked && i < n; i++) {
         silver_rank rk;
-        if (s->cfg.ranked && (rc = rank_note(s, b, rows ? rows[i] : i, &rk, err)) != MCDC_OK) break;
-        const uint8_t *k = (const uint8_t *)s->rkeys.data + s->rkoff[i];
-        if (!order_next(&s->added, k, (uint32_t)(s->rkoff[i + 1] - s->rkoff[i]))) {
-            s->broke = true;
-            rc = mcdc_error_set(err, MCDC_E_CANCELLED, "rows out of key order: they cannot be replayed");
-        }
+        rc = rank_note(s, b, rows ? rows[i] : i, &rk, err);
     }
     if (rc == MCDC_OK) s->rows_added += n;
     return rc;
