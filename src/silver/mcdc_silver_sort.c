@@ -1550,26 +1550,24 @@ static int replay_chunk(silver_sorter *s, cursor *c, const silver_chunk **out, m
     silver_chunk *ch = &s->chunk;
     const mcdc_column *sk = &c->kb->columns[0];
     int64_t n = c->b->rows;
-    int rc = mcdc_buf_reserve(&ch->bytes, (size_t)sk->offsets[n], err);
-    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+    /* the keys are the sort keys' first bytes where they are: the batch of
+     * them is retired below, freed by the next call as the chunk is */
+    for (int64_t i = 0; i < n; i++) {
         const uint8_t *k = sk->data + sk->offsets[i];
         uint32_t klen = (uint32_t)cell_i32(&c->kb->columns[1], i);
-        s->koff[i] = ch->bytes.len;
+        ch->key[i] = k;
         ch->key_len[i] = klen;
         ch->tags[i] = (uint32_t)cell_i32(&c->kb->columns[2], i);
         if (s->cfg.ranked)
             for (int j = 0; j < SILVER_RANK_BYTES; j++) ch->rank[i].b[j] = (uint8_t)~k[klen + (uint32_t)j];
-        rc = mcdc_buf_append(&ch->bytes, k, klen, err);
     }
-    if (rc) return rc;
     ch->n = n;
     ch->rows = c->b; /* the chunk's now: freed by the next call */
     c->b = NULL;
-    rc = cur_load(s, c, err);
+    int rc = cur_load(s, c, err); /* retires c->kb */
     if (rc) return rc;
     cur_fill(s, c);
     if (!c->live) s->n_heap = 0;
-    for (int64_t i = 0; i < n; i++) ch->key[i] = (const uint8_t *)ch->bytes.data + s->koff[i];
     *out = ch;
     return MCDC_OK;
 }
