@@ -62,6 +62,7 @@ typedef struct pq_cursor {
     mcdc_buf scratch;      /* int64 deltas, BSS */
     int16_t *def, *rep;
     int64_t lv_cap, lv_n, lv_pos;
+    bool lv_dense;         /* every value of the page present: spread counts none */
     mcdc_batch *dense;
     int64_t dense_pos;
     mcdc_pq_codec_ctx dctx;
@@ -662,10 +663,12 @@ static int ibuf_reserve(pq_cursor *c, int64_t n, mcdc_error *err) {
     return MCDC_OK;
 }
 
-/* Decodes n levels (max lvl) at *pp into out; v1 has a 4-byte length prefix
- * (RLE) or is BIT_PACKED; v2 passes its exact byte range (prefix=false). */
+/* Decodes n levels (max lvl) at *pp into out, *at_max of them max (a
+ * definition level's present values); v1 has a 4-byte length prefix (RLE)
+ * or is BIT_PACKED; v2 passes its exact byte range (prefix=false). */
 static int decode_levels(pq_cursor *c, const uint8_t **pp, const uint8_t *end, int enc,
-                         bool prefix, int16_t max, int16_t *out, int64_t n, mcdc_error *err) {
+                         bool prefix, int16_t max, int16_t *out, int64_t n, int64_t *at_max,
+                         mcdc_error *err) {
     int width = pq_bit_width((uint64_t)max);
     int rc = ibuf_reserve(c, n, err);
     if (rc) return rc;
@@ -688,11 +691,32 @@ static int decode_levels(pq_cursor *c, const uint8_t **pp, const uint8_t *end, i
             return corrupt(err, c, "levels do not decode%s", NULL);
         *pp = p + len;
     }
+    /* one pass: checked, narrowed and counted (branch-free, so it vectorises) */
+    uint32_t above = 0;
+    int64_t full = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (c->ibuf[i] > (uint32_t)max) return corrupt(err, c, "level above its maximum%s", NULL);
-        out[i] = (int16_t)c->ibuf[i];
+        uint32_t v = c->ibuf[i];
+        above |= v > (uint32_t)max;
+        full += v == (uint32_t)max;
+        out[i] = (int16_t)v;
     }
+    if (above) return corrupt(err, c, "level above its maximum%s", NULL);
+    *at_max = full;
     return MCDC_OK;
+}
+
+/* Text values are mostly short (codes, LSNs, names): a value of up to
+ * PQ_SHORT_VALUE bytes is copied as that many, in two fixed moves and no
+ * call, where both buffers have that many bytes from it (the values'
+ * buffers are reserved with that much more, short_room; the bytes past a
+ * value are overwritten by the next, or lie past the data's length). */
+#define PQ_SHORT_VALUE 32
+static size_t short_room(size_t total) {
+    return total <= (size_t)MCDC_BATCH_BYTES_MAX - PQ_SHORT_VALUE ? total + PQ_SHORT_VALUE : total;
+}
+static inline void copy_short(uint8_t *dst, const uint8_t *src) {
+    memcpy(dst, src, 16);
+    memcpy(dst + 16, src + 16, 16);
 }
 
 /* PLAIN values into ph; bounded by the bytes present. */
@@ -716,12 +740,15 @@ static int decode_plain(pq_cursor *c, pq_phys *ph, const uint8_t *p, size_t n, i
             q += len;
         }
         size_t total = (size_t)(q - p) - (size_t)nv * 4;
-        if ((rc = mcdc_buf_reserve(&ph->data, total, err))) return rc;
+        if ((rc = mcdc_buf_reserve(&ph->data, short_room(total), err))) return rc;
         q = p;
         int64_t off = 0;
         for (int64_t i = 0; i < nv; i++) {
             uint32_t len = pq_le32(q);
-            if (len) memcpy(ph->data.data + off, q + 4, len);
+            if (len <= PQ_SHORT_VALUE && (size_t)(end - q) >= 4 + PQ_SHORT_VALUE &&
+                (size_t)off + PQ_SHORT_VALUE <= ph->data.cap)
+                copy_short(ph->data.data + off, q + 4);
+            else if (len) memcpy(ph->data.data + off, q + 4, len);
             off += len;
             ph->offs[i + 1] = off;
             q += 4 + len;
@@ -749,17 +776,21 @@ static int decode_dict(pq_cursor *c, const uint8_t *p, size_t n, int64_t nv, mcd
     bool ba = c->lx->phys == PQ_BYTE_ARRAY;
     pq_phys *ph = &c->ph;
     if ((rc = phys_reset(ph, nv, ba, err))) return rc;
-    for (int64_t i = 0; i < nv; i++)
-        if (c->ibuf[i] >= (uint64_t)d->n) return corrupt(err, c, "dictionary index out of range%s", NULL);
+    uint32_t above = 0; /* an index past the dictionary: checked before any is used */
+    for (int64_t i = 0; i < nv; i++) above |= c->ibuf[i] >= (uint64_t)d->n;
+    if (above) return corrupt(err, c, "dictionary index out of range%s", NULL);
     if (ba) {
         size_t total = 0;
         for (int64_t i = 0; i < nv; i++)
             total += (size_t)(d->offs[c->ibuf[i] + 1] - d->offs[c->ibuf[i]]);
-        if ((rc = mcdc_buf_reserve(&ph->data, total, err))) return rc;
+        if ((rc = mcdc_buf_reserve(&ph->data, short_room(total), err))) return rc;
         int64_t off = 0;
         for (int64_t i = 0; i < nv; i++) {
             int64_t a = d->offs[c->ibuf[i]], l = d->offs[c->ibuf[i] + 1] - a;
-            if (l) memcpy(ph->data.data + off, d->data.data + a, (size_t)l);
+            if (l <= PQ_SHORT_VALUE && (size_t)a + PQ_SHORT_VALUE <= d->data.cap &&
+                (size_t)off + PQ_SHORT_VALUE <= ph->data.cap)
+                copy_short(ph->data.data + off, d->data.data + a);
+            else memcpy(ph->data.data + off, d->data.data + a, (size_t)l);
             off += l;
             ph->offs[i + 1] = off;
         }
@@ -1128,6 +1159,7 @@ static int load_page(pq_cursor *c, bool *end, mcdc_error *err) {
         }
         int64_t nlv = h.num_values;
         if ((rc = lv_reserve(c, nlv, err))) return rc;
+        int64_t nv = nlv, reps = 0; /* values present: the definition levels at their max */
         const uint8_t *p, *pend;
         const uint8_t *vals;
         size_t vals_n;
@@ -1143,10 +1175,10 @@ static int load_page(pq_cursor *c, bool *end, mcdc_error *err) {
             }
             pend = p + body_n;
             if (lx->max_rep > 0 &&
-                (rc = decode_levels(c, &p, pend, h.rep_encoding, true, lx->max_rep, c->rep, nlv, err)))
+                (rc = decode_levels(c, &p, pend, h.rep_encoding, true, lx->max_rep, c->rep, nlv, &reps, err)))
                 return rc;
             if (lx->max_def > 0 &&
-                (rc = decode_levels(c, &p, pend, h.def_encoding, true, lx->max_def, c->def, nlv, err)))
+                (rc = decode_levels(c, &p, pend, h.def_encoding, true, lx->max_def, c->def, nlv, &nv, err)))
                 return rc;
             vals = p;
             vals_n = (size_t)(pend - p);
@@ -1156,11 +1188,11 @@ static int load_page(pq_cursor *c, bool *end, mcdc_error *err) {
                 return corrupt(err, c, "v2 level lengths exceed the page%s", NULL);
             p = body;
             if (lx->max_rep > 0 &&
-                (rc = decode_levels(c, &p, body + h.rep_len, PQ_RLE, false, lx->max_rep, c->rep, nlv, err)))
+                (rc = decode_levels(c, &p, body + h.rep_len, PQ_RLE, false, lx->max_rep, c->rep, nlv, &reps, err)))
                 return rc;
             p = body + h.rep_len;
             if (lx->max_def > 0 &&
-                (rc = decode_levels(c, &p, body + lv_bytes, PQ_RLE, false, lx->max_def, c->def, nlv, err)))
+                (rc = decode_levels(c, &p, body + lv_bytes, PQ_RLE, false, lx->max_def, c->def, nlv, &nv, err)))
                 return rc;
             vals = body + lv_bytes;
             vals_n = body_n - lv_bytes;
@@ -1173,13 +1205,9 @@ static int load_page(pq_cursor *c, bool *end, mcdc_error *err) {
                 vals_n = raw_n;
             }
         }
-        int64_t nv = nlv;
-        if (lx->max_def > 0) {
-            nv = 0;
-            for (int64_t i = 0; i < nlv; i++) nv += c->def[i] == lx->max_def;
-        }
         if ((rc = decode_values(c, h.encoding, vals, vals_n, nv, err))) return rc;
         if ((rc = convert(c, err))) return rc;
+        c->lv_dense = nv == nlv;
         c->lv_n = nlv;
         c->lv_pos = 0;
         c->dense_pos = 0;
@@ -1201,7 +1229,7 @@ static int ensure_validity(mcdc_column *d, mcdc_error *err) {
 static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
     if (n == 0) return MCDC_OK;
     const mcdc_column *s = &c->dense->columns[0];
-    const int16_t *def = c->lx->max_def > 0 ? c->def + c->lv_pos : NULL;
+    const int16_t *def = c->lx->max_def > 0 && !c->lv_dense ? c->def + c->lv_pos : NULL;
     int16_t md = c->lx->max_def;
     int64_t np = n;
     if (def) {

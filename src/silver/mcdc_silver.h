@@ -126,6 +126,33 @@ static inline int silver_key_cmp_fast(const uint8_t *a, size_t na, const uint8_t
     return na < nb ? -1 : na > nb;
 }
 
+/* The sign of memcmp(a, b, 10) of two LSNs (10 big-endian bytes) and of
+ * memcmp(a, b, 22) of two LSN texts ("0x" and 20 hex digits), for the
+ * per-row loops: a row's LSN is compared a few times, and a call to memcmp
+ * for each cost more than the rest of its pick. The text's third word
+ * overlaps the second (bytes 14-21): they are equal where they overlap. */
+static inline int silver_lsn10_cmp(const uint8_t *a, const uint8_t *b) {
+    uint64_t x = silver_be64_at(a), y = silver_be64_at(b);
+    if (x != y) return x < y ? -1 : 1;
+    unsigned xl = (unsigned)a[8] << 8 | a[9], yl = (unsigned)b[8] << 8 | b[9];
+    return (xl > yl) - (xl < yl);
+}
+static inline int silver_lsn_text_cmp(const void *a, const void *b) {
+    const uint8_t *x = a, *y = b;
+    static const int at[3] = {0, 8, 14};
+    for (int i = 0; i < 3; i++) {
+        uint64_t u = silver_be64_at(x + at[i]), v = silver_be64_at(y + at[i]);
+        if (u != v) return u < v ? -1 : 1;
+    }
+    return 0;
+}
+static inline bool silver_lsn_text_eq(const void *a, const void *b) {
+    uint64_t x[3], y[3];
+    memcpy(&x[0], a, 8), memcpy(&x[1], (const uint8_t *)a + 8, 8), memcpy(&x[2], (const uint8_t *)a + 14, 8);
+    memcpy(&y[0], b, 8), memcpy(&y[1], (const uint8_t *)b + 8, 8), memcpy(&y[2], (const uint8_t *)b + 14, 8);
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2])) == 0;
+}
+
 /* ---- rank ----------------------------------------------------------------------
  * A row's rank as bytes, memcmp-ordered as the reference orders rows of one
  * key: _start_lsn, then _command_id (NULL lowest), _seqval (NULL lowest),

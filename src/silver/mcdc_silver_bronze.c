@@ -134,14 +134,14 @@ static int other_instance(mcdc_apply *a, const char *p, size_t len, mcdc_error *
 
 /* ---- reading cells ------------------------------------------------------------------ */
 
-static bool text_at(const mcdc_column *c, int64_t r, const char **p, size_t *n) {
+static inline bool text_at(const mcdc_column *c, int64_t r, const char **p, size_t *n) {
     if (c == NULL || !mcdc_col_is_valid(c, r)) return false;
     *p = (const char *)c->data + c->offsets[r];
     *n = (size_t)(c->offsets[r + 1] - c->offsets[r]);
     return true;
 }
 
-static bool i32_at(const mcdc_column *c, int64_t r, int32_t *v) {
+static inline bool i32_at(const mcdc_column *c, int64_t r, int32_t *v) {
     if (c == NULL || !mcdc_col_is_valid(c, r)) return false;
     memcpy(v, c->values + r * 4, 4);
     return true;
@@ -155,14 +155,9 @@ typedef struct lsn_memo {
     bool ok;
 } lsn_memo;
 
-/* The LSN of text (n bytes) in *out; MCDC_E_CORRUPT naming column when it
- * is not one ("0x" and 20 hex digits, as bronze stores them). */
-static int row_lsn(lsn_memo *m, const char *p, size_t n, const char *column, mcdc_lsn *out,
-                   mcdc_error *err) {
-    if (m->ok && n == MCDC_LSN_TEXT_LEN && memcmp(p, m->text, MCDC_LSN_TEXT_LEN) == 0) {
-        *out = m->v;
-        return MCDC_OK;
-    }
+/* The LSN of text (n bytes) in *out, parsed (row_lsn's other case). */
+static int row_lsn_parse(lsn_memo *m, const char *p, size_t n, const char *column, mcdc_lsn *out,
+                         mcdc_error *err) {
     apply_lsn x = apply_lsn_of(p, n);
     if (!x.set)
         return mcdc_error_set(err, MCDC_E_CORRUPT,
@@ -176,9 +171,21 @@ static int row_lsn(lsn_memo *m, const char *p, size_t n, const char *column, mcd
     return MCDC_OK;
 }
 
+/* The LSN of text (n bytes) in *out; MCDC_E_CORRUPT naming column when it
+ * is not one ("0x" and 20 hex digits, as bronze stores them). */
+static inline int row_lsn(lsn_memo *m, const char *p, size_t n, const char *column, mcdc_lsn *out,
+                          mcdc_error *err) {
+    if (m->ok && n == MCDC_LSN_TEXT_LEN && silver_lsn_text_eq(p, m->text)) {
+        *out = m->v;
+        return MCDC_OK;
+    }
+    return row_lsn_parse(m, p, n, column, out, err);
+}
+
+_Static_assert(MCDC_LSN_TEXT_LEN == 22 && MCDC_LSN_BYTES == 10, "silver_lsn_text_eq, silver_lsn10_cmp");
 /* A row's LSN against a bound (none: every LSN is above it). */
 static inline int vs(const mcdc_lsn *row, const apply_lsn *bound) {
-    return bound->set ? mcdc_lsn_cmp(row, &bound->v) : 1;
+    return bound->set ? silver_lsn10_cmp(row->b, bound->v.b) : 1;
 }
 
 /* ---- pass 1: the newest whole snapshot ---------------------------------------------- */
@@ -342,8 +349,25 @@ typedef struct pass2 {
     bool pruned, told;
 } pass2;
 
+/* memcmp(a, b, n) == 0 for the short texts of a row's columns, a word at
+ * a time (the last word overlapping the one before) and no call. */
+static inline bool same_bytes(const char *a, const char *b, size_t n) {
+    if (n < 8) {
+        unsigned d = 0;
+        for (size_t i = 0; i < n; i++) d |= (unsigned)(a[i] ^ b[i]);
+        return d == 0;
+    }
+    uint64_t x, y, d = 0;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
+        d |= x ^ y;
+    }
+    memcpy(&x, a + n - 8, 8), memcpy(&y, b + n - 8, 8);
+    return (d | (x ^ y)) == 0;
+}
+
 static int row_instance(pass2 *p, const char *c, size_t n, bool *ours, mcdc_error *err) {
-    if (p->ci_len > 0 && n == p->ci_len && memcmp(c, p->ci_last, n) == 0) {
+    if (p->ci_len > 0 && n == p->ci_len && same_bytes(c, p->ci_last, n)) {
         *ours = p->ci_ours;
         return MCDC_OK;
     }
@@ -487,10 +511,10 @@ static int pass2_pick(pass2 *p, mcdc_batch *b, mcdc_batch **out, mcdc_error *err
     int rc = pick_room(p, b->rows, err);
     for (int64_t r = 0; r < b->rows && rc == MCDC_OK; r++) {
         int32_t o;
-        const char *l, *c, *s;
-        size_t ln, cn, sn;
+        const char *l, *c = NULL, *s;
+        size_t ln, cn = 0, sn;
         if (!i32_at(op, r, &o) || !text_at(lsn, r, &l, &ln)) continue;
-        mcdc_lsn at, sat;
+        mcdc_lsn at, sat = {{0}};
         if ((rc = row_lsn(&p->m_lsn, l, ln, "_start_lsn", &at, err)) != MCDC_OK) break;
         bool has_snap = text_at(snap, r, &s, &sn);
         if (has_snap && (rc = row_lsn(&p->m_snap, s, sn, "_snapshot", &sat, err)) != MCDC_OK) break;
@@ -749,7 +773,8 @@ static int32_t pass2_columns(pass2 *p, const apply_plan *pl, const mcdc_schema *
     p->c_cmd = p->c_snap = p->c_chunk = -1;
     if (mcdc_schema_find(bs, "_command_id") >= 0) p->c_cmd = nc, cols[nc++] = "_command_id";
     if (mcdc_schema_find(bs, "_snapshot") >= 0) p->c_snap = nc, cols[nc++] = "_snapshot";
-    if (!keys_only && mcdc_schema_find(bs, "_chunk") >= 0) p->c_chunk = nc, cols[nc++] = "_chunk";
+    /* _chunk tells new chunks' rows apart: without any, it is not read */
+    if (!keys_only && p->sel->n_new > 0 && mcdc_schema_find(bs, "_chunk") >= 0) p->c_chunk = nc, cols[nc++] = "_chunk";
     MCDC_ASSERT(!keys_only || p->sel->n_new == 0);
     p->from[k] = p->c_lsn, p->from[k + 1] = p->c_ts, p->from[k + 2] = p->c_op;
     p->from[k + 3] = p->c_cmd, p->from[k + 4] = p->c_seq;

@@ -58,7 +58,8 @@ typedef struct {
     uint8_t kind;
     const mcdc_batch *cb, *eb;
     int32_t crow, erow;
-    int32_t n;             /* rows: a run of kept rows, else 1 */
+    int32_t n;             /* rows: a run of kept rows (erow on) or of inserted rows
+                            * (crow on: the window is written before cb goes), else 1 */
 } oref;
 
 /* A stream of existing rows: one clustered file, or the sorted rows of the
@@ -257,7 +258,7 @@ static bool lsn_text_of(const mcdc_batch *b, int32_t col, int64_t row, char out[
 /* Notes an _start_lsn of a row written: the file's smallest is kept (a
  * lower bound is enough: it only tells chunk ranges which files to read). */
 static void note_lsn(merger *m, const char *t) {
-    if (!m->has_win_lsn || memcmp(t, m->win_lsn, 22) < 0) {
+    if (!m->has_win_lsn || silver_lsn_text_cmp(t, m->win_lsn) < 0) {
         memcpy(m->win_lsn, t, 22);
         m->has_win_lsn = true;
     }
@@ -320,7 +321,13 @@ static int emit(merger *m, uint8_t kind, const mcdc_batch *cb, int64_t crow, con
                            : lsn_text_of(cb, m->in->change_lsn_col, crow, t))
         note_lsn(m, t);
     if ((rc = note_key(m, key, klen, key, klen, err)) != MCDC_OK) return rc;
-    m->win[m->nwin++] = (oref){kind, cb, eb, (int32_t)crow, (int32_t)erow, 1};
+    /* an insert of the row after the last one inserted, of the same change
+     * rows (a rebuild's, nearly all): the run goes on, written as a range */
+    oref *last = m->nwin > 0 ? &m->win[m->nwin - 1] : NULL;
+    if (kind == OUT_INSERT && last && last->kind == OUT_INSERT && last->cb == cb && last->crow + last->n == crow)
+        last->n++;
+    else
+        m->win[m->nwin++] = (oref){kind, cb, eb, (int32_t)crow, (int32_t)erow, 1};
     m->wrows++;
     if (kind == OUT_KEEP) m->out->kept++;
     else if (kind == OUT_UPDATE) m->out->updated++;
@@ -435,7 +442,7 @@ static int flush_window(merger *m, mcdc_error *err) {
             const oref *o = &m->win[i];
             int32_t col = 0, row = 0;
             const mcdc_batch *src = src_of(m, o, j, &col, &row);
-            if (o->n > 1) { /* a run of kept rows */
+            if (o->n > 1) { /* a run of kept or inserted rows */
                 const mcdc_column *sc = src ? &src->columns[col] : NULL;
                 if (sc && sc->offsets && sc->offsets[row + o->n] == sc->offsets[row]) {
                     /* no bytes (a history's _end_lsn on open versions):

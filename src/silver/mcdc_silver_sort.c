@@ -71,8 +71,8 @@ typedef struct {
  * when replayed): each sort key after the last, of another key. */
 typedef struct {
     bool have;
-    uint32_t len, klen;
-    uint8_t *last;   /* SILVER_KEY_BYTES_MAX + SILVER_RANK_BYTES */
+    uint32_t klen;
+    uint8_t *last;   /* the last key: SILVER_KEY_BYTES_MAX */
     uint64_t hash;   /* of the keys so far, in order */
     int64_t rows;
 } order_check;
@@ -140,7 +140,9 @@ struct silver_sorter {
     bool replaying;        /* finished: reading replays every row */
     order_check replayed;  /* what the replay gave so far */
     bool replay_restart;   /* the replay's next batch is its first */
-    mcdc_buf rkeys;        /* a replayed batch's sort keys */
+    mcdc_buf rkeys;        /* a replayed batch's keys (batch_keys) */
+    size_t *rkoff;         /* where each starts in rkeys, and the end */
+    int64_t rkoff_cap;
     /* reading */
     bool keys_only;
     bool merging;          /* merge_runs reads: nothing left out */
@@ -267,7 +269,7 @@ int64_t silver_sorter_rows(const silver_sorter *s) { return s->rows_added; }
 
 void silver_sorter_set_replay(silver_sorter *s, silver_replay_fn fn, void *ctx) {
     MCDC_ASSERT(s->rows_added == 0 && !s->finished);
-    size_t most = SILVER_KEY_BYTES_MAX + SILVER_RANK_BYTES;
+    size_t most = SILVER_KEY_BYTES_MAX;
     if (s->added.last == NULL) s->added.last = mcdc_malloc(most);
     if (s->replayed.last == NULL) s->replayed.last = mcdc_malloc(most);
     /* an optimisation: without the memory it is not made */
@@ -312,7 +314,7 @@ static int rank_of(silver_sorter *s, const mcdc_batch *b, int64_t r, silver_rank
     const char *lt = (const char *)lsn->data + lsn->offsets[r];
     size_t ll = (size_t)(lsn->offsets[r + 1] - lsn->offsets[r]);
     int32_t o = cell_i32(op, r);
-    if (!has_seq && !has_cmd && s->memo_ok && ll == 22 && memcmp(lt, s->memo_text, 22) == 0 &&
+    if (!has_seq && !has_cmd && s->memo_ok && ll == 22 && silver_lsn_text_eq(lt, s->memo_text) &&
         o >= 0 && o <= 4) {
         *out = s->memo; /* the same commit's snapshot row */
         out->b[SILVER_RANK_BYTES - 1] = (uint8_t)o;
@@ -358,9 +360,27 @@ static int arena_room(silver_sorter *s, size_t extra, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* Row r's rank (a ranked sorter's), the smallest LSN seen kept. */
+static int rank_note(silver_sorter *s, const mcdc_batch *src, int64_t r, silver_rank *rk,
+                     mcdc_error *err) {
+    int rc = rank_of(s, src, r, rk, err);
+    /* a commit's rows share their LSN: mostly one compare of a word */
+    if (rc == MCDC_OK && silver_lsn10_cmp(rk->b, s->min_lsn) < 0) memcpy(s->min_lsn, rk->b, sizeof s->min_lsn);
+    return rc;
+}
+
+/* Writes rank rk as a sort key ends with it: inverted (latest first), but
+ * on a history's (oldest first). */
+static void rank_put(const silver_sorter *s, uint8_t *d, const silver_rank *rk) {
+    if (s->cfg.history) {
+        memcpy(d, rk->b, SILVER_RANK_BYTES);
+        return;
+    }
+    for (int j = 0; j < SILVER_RANK_BYTES; j++) d[j] = (uint8_t)~rk->b[j];
+}
+
 /* Appends row r of src's sort key to out: its key's bytes (*klen of them),
- * then on a ranked sorter its rank, inverted but on a history's; the
- * smallest LSN seen kept. */
+ * then on a ranked sorter its rank (rank_put); the smallest LSN seen kept. */
 static int sort_key_append(silver_sorter *s, mcdc_buf *out, const mcdc_column *const *kc,
                            const mcdc_batch *src, int64_t r, size_t *klen, mcdc_error *err) {
     size_t off = out->len;
@@ -368,40 +388,49 @@ static int sort_key_append(silver_sorter *s, mcdc_buf *out, const mcdc_column *c
     *klen = out->len - off;
     if (rc == MCDC_OK && s->cfg.ranked) {
         silver_rank rk;
-        rc = rank_of(s, src, r, &rk, err);
-        /* a commit's rows share their LSN: mostly one compare of a word */
-        if (rc == MCDC_OK && memcmp(rk.b, s->min_lsn, sizeof s->min_lsn) < 0)
-            memcpy(s->min_lsn, rk.b, sizeof s->min_lsn);
-        /* latest first; a history's rows oldest first */
-        for (int j = 0; rc == MCDC_OK && !s->cfg.history && j < SILVER_RANK_BYTES; j++)
-            rk.b[j] = (uint8_t)~rk.b[j];
-        if (rc == MCDC_OK) rc = mcdc_buf_append(out, rk.b, SILVER_RANK_BYTES, err);
+        rc = rank_note(s, src, r, &rk, err);
+        if (rc == MCDC_OK) rc = mcdc_buf_reserve(out, SILVER_RANK_BYTES, err);
+        if (rc == MCDC_OK) {
+            rank_put(s, (uint8_t *)out->data + out->len, &rk);
+            out->len += SILVER_RANK_BYTES;
+        }
     }
     return rc;
 }
 
-/* Notes the next sort key (len bytes, the key's klen of them): false when
- * it does not come after the last one, or is of the same key. */
-static bool order_next(order_check *o, const uint8_t *k, uint32_t len, uint32_t klen) {
-    if (o->have && (silver_key_cmp_fast(o->last, o->len, k, len) >= 0 ||
-                    (o->klen == klen && memcmp(o->last, k, klen) == 0)))
-        return false;
-    memcpy(o->last, k, len);
-    o->len = len;
-    o->klen = klen;
-    o->have = true;
-    /* the key's bytes, a word at a time (to tell a replay that differs) */
+/* Notes the next n rows' keys (keys + off[i] to keys + off[i + 1]): false
+ * when one does not come after the one before (then o is no longer of use).
+ * Keys are encoded prefix-free (no key's bytes begin another's), so of two
+ * rows of different keys the sort keys order as the keys do, whatever their
+ * ranks: keys that ascend, each once, are the order of the sort keys a
+ * replay needs. Only the batch's last key is copied, as the next batch's
+ * first is compared with it. */
+static bool order_next(order_check *o, const uint8_t *keys, const size_t *off, int64_t n) {
+    if (n == 0) return true;
+    const uint8_t *prev = o->have ? o->last : NULL;
+    size_t plen = o->klen;
     uint64_t h = o->hash;
-    uint32_t n = klen;
-    for (; n >= 8; n -= 8, k += 8) {
-        uint64_t w;
-        memcpy(&w, k, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *k = keys + off[i];
+        size_t klen = off[i + 1] - off[i];
+        if (prev && silver_key_cmp_fast(prev, plen, k, klen) >= 0) return false;
+        prev = k, plen = klen;
+        /* the key's bytes, a word at a time (to tell a replay that differs) */
+        size_t m = klen;
+        for (; m >= 8; m -= 8, k += 8) {
+            uint64_t w;
+            memcpy(&w, k, 8);
+            h = (h ^ w) * 0x100000001b3ULL;
+        }
+        uint64_t w = 0;
+        for (size_t j = 0; j < m; j++) w |= (uint64_t)k[j] << (8 * j);
+        h = (h ^ w ^ (uint64_t)m << 56) * 0x9e3779b97f4a7c15ULL;
     }
-    uint64_t w = 0;
-    memcpy(&w, k, n);
-    o->hash = (h ^ w ^ (uint64_t)n << 56) * 0x9e3779b97f4a7c15ULL;
-    o->rows++;
+    memcpy(o->last, prev, plen);
+    o->klen = (uint32_t)plen;
+    o->have = true;
+    o->hash = h;
+    o->rows += n;
     return true;
 }
 
@@ -519,46 +548,98 @@ static int replay_differs(const silver_sorter *s, mcdc_error *err, const char *w
                           what, (long long)s->replayed.rows, (long long)s->rows_added);
 }
 
-/* Sort keys of the next replayed batch b's rows into s->rkeys, checked
- * against the order (their ends at end[1..], their keys' lengths in klen;
- * end[0] = 0). Rows [0, n) only. */
-static int replay_keys(silver_sorter *s, const mcdc_batch *b, int64_t n, uint32_t *end,
-                       uint32_t *klen, mcdc_error *err) {
+/* Room for n more rows in a run's three key columns (__skey at sk, then
+ * __klen and __tags), bytes of sort keys among them. */
+static int keys_reserve(mcdc_column *sk, int64_t n, int64_t bytes, mcdc_error *err) {
+    MCDC_ASSERT(sk[0].length == sk[1].length && sk[1].length == sk[2].length);
+    int rc = mcdc_col_reserve(sk, n, bytes, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(sk + 1, n, 0, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(sk + 2, n, 0, err);
+    return rc;
+}
+
+/* Ends key row `at`: its sort key's len bytes were written at the end of
+ * sk's data; its key length and tags go next to it. The columns' lengths
+ * are the caller's to set. */
+static void keys_end_row(mcdc_column *sk, int64_t at, uint32_t len, uint32_t klen, uint32_t tags) {
+    sk->data_len += len;
+    sk->offsets[at + 1] = (int32_t)sk->data_len;
+    int32_t k = (int32_t)klen, t = (int32_t)tags;
+    memcpy(sk[1].values + at * 4, &k, 4);
+    memcpy(sk[2].values + at * 4, &t, 4);
+}
+
+/* The keys of rows [0, n) of b (rows: rows[0..n) of b) into s->rkeys, row
+ * i's from s->rkoff[i] to s->rkoff[i + 1]: a batch of one integer key
+ * column in one call (silver_keys_append). */
+static int batch_keys(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
+                      mcdc_error *err) {
+    if (n + 1 > s->rkoff_cap) {
+        size_t *v = mcdc_realloc(s->rkoff, (size_t)(n + 1) * sizeof *v);
+        if (v == NULL) return nomem(err);
+        s->rkoff = v;
+        s->rkoff_cap = n + 1;
+    }
     const mcdc_column *kc[SILVER_KEYS_MAX];
     for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &b->columns[s->cfg.key_cols[k]];
     mcdc_buf_reset(&s->rkeys);
-    end[0] = 0;
-    int rc = MCDC_OK;
-    for (int64_t r = 0; rc == MCDC_OK && r < n; r++) {
-        size_t kl = 0;
-        rc = sort_key_append(s, &s->rkeys, kc, b, r, &kl, err);
-        if (rc == MCDC_OK && s->rkeys.len > UINT32_MAX) rc = nomem(err);
-        if (rc) break;
-        end[r + 1] = (uint32_t)s->rkeys.len;
-        klen[r] = (uint32_t)kl;
-        if (!order_next(&s->replayed, (const uint8_t *)s->rkeys.data + end[r], end[r + 1] - end[r], klen[r]))
-            rc = replay_differs(s, err, "a row out of order");
+    if (rows == NULL) return silver_keys_append(&s->rkeys, s->rkoff, kc, s->cfg.n_keys, 0, n, err);
+    for (int64_t i = 0; i < n; i++) {
+        s->rkoff[i] = s->rkeys.len;
+        int rc = silver_key_append(&s->rkeys, kc, s->cfg.n_keys, rows[i], err);
+        if (rc) return rc;
     }
+    s->rkoff[n] = s->rkeys.len;
+    return MCDC_OK;
+}
+
+/* The sort keys of the next replayed batch b's rows as a batch of the key
+ * schema in *out (with tags, NULL: none), checked against the order. */
+static int replay_keys(silver_sorter *s, const mcdc_batch *b, const uint32_t *tags, mcdc_batch **out,
+                       mcdc_error *err) {
+    *out = NULL;
+    int64_t n = b->rows;
+    int rc = batch_keys(s, b, NULL, n, err);
+    size_t rank = s->cfg.ranked ? SILVER_RANK_BYTES : 0;
+    mcdc_batch *kb = NULL;
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&kb, s->key_schema, n, err);
+    if (rc == MCDC_OK) rc = keys_reserve(kb->columns, n, (int64_t)(s->rkeys.len + (size_t)n * rank), err);
+    if (rc == MCDC_OK && !order_next(&s->replayed, (const uint8_t *)s->rkeys.data, s->rkoff, n))
+        rc = replay_differs(s, err, "a row out of order");
+    mcdc_column *sk = rc == MCDC_OK ? kb->columns : NULL;
+    for (int64_t r = 0; rc == MCDC_OK && r < n; r++) {
+        const uint8_t *k = (const uint8_t *)s->rkeys.data + s->rkoff[r];
+        uint32_t klen = (uint32_t)(s->rkoff[r + 1] - s->rkoff[r]);
+        uint8_t *d = sk->data + sk->data_len;
+        memcpy(d, k, klen);
+        silver_rank rk;
+        if (rank && (rc = rank_note(s, b, r, &rk, err)) != MCDC_OK) break;
+        if (rank) rank_put(s, d + klen, &rk);
+        keys_end_row(sk, r, klen + (uint32_t)rank, klen, tags ? tags[r] : 0);
+    }
+    if (rc == MCDC_OK) {
+        sk->length = sk[1].length = sk[2].length = n;
+        rc = mcdc_batch_seal(kb, err);
+    }
+    if (rc == MCDC_OK) *out = kb;
+    else mcdc_batch_free(kb);
     return rc;
 }
 
 /* A replayed sorter's rows [0, n) of b (rows NULL: all of them; else
- * those rows): checked to come in order, counted, then let go. */
+ * those rows): checked to come in order, ranked (a NULL rank column is
+ * refused), counted, then let go. */
 static int replay_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
                       mcdc_error *err) {
     MCDC_ASSERT(!s->broke);
-    const mcdc_column *kc[SILVER_KEYS_MAX];
-    for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &b->columns[s->cfg.key_cols[k]];
-    int rc = MCDC_OK;
-    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
-        mcdc_buf_reset(&s->rkeys);
-        size_t kl = 0;
-        rc = sort_key_append(s, &s->rkeys, kc, b, rows ? rows[i] : i, &kl, err);
-        if (rc == MCDC_OK &&
-            !order_next(&s->added, (const uint8_t *)s->rkeys.data, (uint32_t)s->rkeys.len, (uint32_t)kl)) {
-            s->broke = true;
-            rc = mcdc_error_set(err, MCDC_E_CANCELLED, "rows out of key order: they cannot be replayed");
-        }
+    int rc = batch_keys(s, b, rows, n, err);
+    if (rc == MCDC_OK && !order_next(&s->added, (const uint8_t *)s->rkeys.data, s->rkoff, n)) {
+        s->broke = true;
+        rc = mcdc_error_set(err, MCDC_E_CANCELLED, "rows out of key order: they cannot be replayed");
+    }
+    for (int64_t i = 0; rc == MCDC_OK && s->cfg.ranked && i < n; i++) {
+        silver_rank rk;
+        rc = rank_note(s, b, rows ? rows[i] : i, &rk, err);
     }
     if (rc == MCDC_OK) s->rows_added += n;
     return rc;
@@ -898,27 +979,6 @@ static void free_held(silver_sorter *s) {
     mcdc_buf_free(&s->arena);
 }
 
-/* Room for n more rows in a run's three key columns (__skey at sk, then
- * __klen and __tags), bytes of sort keys among them. */
-static int keys_reserve(mcdc_column *sk, int64_t n, int64_t bytes, mcdc_error *err) {
-    MCDC_ASSERT(sk[0].length == sk[1].length && sk[1].length == sk[2].length);
-    int rc = mcdc_col_reserve(sk, n, bytes, err);
-    if (rc == MCDC_OK) rc = mcdc_col_reserve(sk + 1, n, 0, err);
-    if (rc == MCDC_OK) rc = mcdc_col_reserve(sk + 2, n, 0, err);
-    return rc;
-}
-
-/* Ends key row `at`: its sort key's len bytes were written at the end of
- * sk's data; its key length and tags go next to it. The columns' lengths
- * are the caller's to set. */
-static void keys_end_row(mcdc_column *sk, int64_t at, uint32_t len, uint32_t klen, uint32_t tags) {
-    sk->data_len += len;
-    sk->offsets[at + 1] = (int32_t)sk->data_len;
-    int32_t k = (int32_t)klen, t = (int32_t)tags;
-    memcpy(sk[1].values + at * 4, &k, 4);
-    memcpy(sk[2].values + at * 4, &t, 4);
-}
-
 /* Appends held entries [from, to) to out (the run schema, or the sorter's
  * when keys are not wanted): a gather per column. */
 static int take_held(silver_sorter *s, mcdc_batch *out, int64_t from, int64_t to, bool with_keys,
@@ -1213,7 +1273,6 @@ static int retire(silver_sorter *s, mcdc_batch **b, mcdc_error *err) {
  * against what was added (the count and the keys). */
 static int replay_load(silver_sorter *s, cursor *c, mcdc_error *err) {
     int rc = MCDC_OK;
-    uint32_t *end = NULL, *klen = NULL;
     for (;;) {
         mcdc_batch *b = NULL;
         const uint32_t *tags = NULL;
@@ -1229,24 +1288,8 @@ static int replay_load(silver_sorter *s, cursor *c, mcdc_error *err) {
             mcdc_batch_free(b);
             continue;
         }
-        int64_t n = b->rows;
-        end = mcdc_malloc((size_t)(n + 1) * sizeof *end);
-        klen = mcdc_malloc((size_t)n * sizeof *klen);
-        rc = end && klen ? replay_keys(s, b, n, end, klen, err) : nomem(err);
         mcdc_batch *kb = NULL;
-        if (rc == MCDC_OK) rc = mcdc_batch_create(&kb, s->key_schema, n, err);
-        if (rc == MCDC_OK) rc = keys_reserve(kb->columns, n, end[n], err);
-        if (rc == MCDC_OK) {
-            mcdc_column *sk = kb->columns;
-            memcpy(sk->data, s->rkeys.data, end[n]);
-            for (int64_t i = 0; i < n; i++)
-                keys_end_row(sk, i, end[i + 1] - end[i], klen[i], tags ? tags[i] : 0);
-            sk->length = sk[1].length = sk[2].length = n;
-            rc = mcdc_batch_seal(kb, err);
-        }
-        mcdc_free(end);
-        mcdc_free(klen);
-        end = klen = NULL;
+        rc = replay_keys(s, b, tags, &kb, err);
         if (rc == MCDC_OK && s->keys_only) {
             mcdc_batch_free(b);
             b = kb, kb = NULL;
@@ -1507,26 +1550,24 @@ static int replay_chunk(silver_sorter *s, cursor *c, const silver_chunk **out, m
     silver_chunk *ch = &s->chunk;
     const mcdc_column *sk = &c->kb->columns[0];
     int64_t n = c->b->rows;
-    int rc = mcdc_buf_reserve(&ch->bytes, (size_t)sk->offsets[n], err);
-    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+    /* the keys are the sort keys' first bytes where they are: the batch of
+     * them is retired below, freed by the next call as the chunk is */
+    for (int64_t i = 0; i < n; i++) {
         const uint8_t *k = sk->data + sk->offsets[i];
         uint32_t klen = (uint32_t)cell_i32(&c->kb->columns[1], i);
-        s->koff[i] = ch->bytes.len;
+        ch->key[i] = k;
         ch->key_len[i] = klen;
         ch->tags[i] = (uint32_t)cell_i32(&c->kb->columns[2], i);
         if (s->cfg.ranked)
             for (int j = 0; j < SILVER_RANK_BYTES; j++) ch->rank[i].b[j] = (uint8_t)~k[klen + (uint32_t)j];
-        rc = mcdc_buf_append(&ch->bytes, k, klen, err);
     }
-    if (rc) return rc;
     ch->n = n;
     ch->rows = c->b; /* the chunk's now: freed by the next call */
     c->b = NULL;
-    rc = cur_load(s, c, err);
+    int rc = cur_load(s, c, err); /* retires c->kb */
     if (rc) return rc;
     cur_fill(s, c);
     if (!c->live) s->n_heap = 0;
-    for (int64_t i = 0; i < n; i++) ch->key[i] = (const uint8_t *)ch->bytes.data + s->koff[i];
     *out = ch;
     return MCDC_OK;
 }
@@ -1689,5 +1730,6 @@ void silver_sorter_free(silver_sorter *s) {
     mcdc_free(s->added.last);
     mcdc_free(s->replayed.last);
     mcdc_buf_free(&s->rkeys);
+    mcdc_free(s->rkoff);
     mcdc_free(s);
 }

@@ -220,6 +220,47 @@ TEST(parquet_all_types_round_trip_every_codec_and_page_version) {
     mcdc_batch_free(b);
 }
 
+/* Text of every length from 0 to 80 bytes (the reader copies values of up
+ * to 32 bytes in fixed moves, longer ones as they are), a NULL now and then
+ * and pages of few distinct values (dictionary) or many (PLAIN), read back
+ * value for value: a fixed move must not spill into the next value. */
+TEST(parquet_text_of_every_length_round_trips) {
+    mcdc_schema *s = NULL;
+    MCDC_ASSERT(mcdc_schema_create(&s, 2, NULL) == MCDC_OK);
+    mcdc_schema_set(s, 0, "few", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 1, "many", MCDC_TYPE_BINARY, 0, 0, 0, true, NULL);
+    const int64_t rows = 5000;
+    mcdc_batch *b = NULL;
+    MCDC_ASSERT(mcdc_batch_create(&b, s, rows, NULL) == MCDC_OK);
+    mcdc_schema_unref(s);
+    char v[96];
+    for (int64_t r = 0; r < rows; r++) {
+        int len = (int)(r % 81);
+        for (int i = 0; i < len; i++) v[i] = (char)('a' + (r + i) % 26);
+        if (r % 11 == 5) MCDC_ASSERT(mcdc_col_append_null(&b->columns[0], NULL) == MCDC_OK);
+        else MCDC_ASSERT(mcdc_col_append_bytes(&b->columns[0], v, len, NULL) == MCDC_OK);
+        int len2 = (int)((r * 7) % 81);
+        for (int i = 0; i < len2; i++) v[i] = (char)((r * 31 + i) & 0xFF);
+        if (r % 13 == 3) MCDC_ASSERT(mcdc_col_append_null(&b->columns[1], NULL) == MCDC_OK);
+        else MCDC_ASSERT(mcdc_col_append_bytes(&b->columns[1], v, len2, NULL) == MCDC_OK);
+    }
+    MCDC_ASSERT(mcdc_batch_seal(b, NULL) == MCDC_OK);
+    for (int v2 = 0; v2 < 2; v2++) {
+        for (int dict = 0; dict < 2; dict++) {
+            mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+            o.codec = MCDC_PARQUET_SNAPPY;
+            o.data_page_v2 = v2;
+            o.dictionary = dict;
+            o.page_bytes = 2048; /* many pages */
+            const char *p = tmp_path("textlen");
+            CHECK_EQ_INT(write_file(p, b, &o, 1, NULL, NULL), MCDC_OK);
+            CHECK_EQ_INT(compare_file(p, b, 700), rows);
+            unlink(p);
+        }
+    }
+    mcdc_batch_free(b);
+}
+
 /* The footer of the file at path into m; *keep gets the file's bytes,
  * which m's statistics point into (freed here when keep is NULL). */
 static int read_meta_keep(const char *path, pq_file_meta *m, uint8_t **keep) {
