@@ -34,6 +34,45 @@ run_suite() { # name, command...
   fi
   rm -f "$out"
 }
+# The interop suite as two pytest processes at once (JOBS=1: one): the files
+# that start a JVM (Spark with delta-spark, the reference's package) in one,
+# all others in the other. Most of its time is spent waiting on simulators,
+# CLIs and JVMs, so the two overlap well on two cores; one JVM file at a time
+# (they share a Spark session within the process). Each process has its own
+# base temporary directory and lists its slowest tests; the last line sums
+# both ("N passed, N failed", errors counted as failed).
+JVM_TESTS="test_apply_peer test_apply_scd2 test_colmap_interop test_dv_interop test_objstore_spark
+  test_reference_chunked test_reference_peer test_silver_modes test_spark40 test_spark_api
+  test_spark_guards test_spark_interop test_spark_sources test_types_e2e"
+interop_suite() {
+  local py=.venv/bin/python jvm=() rest=() f tmp
+  if [ "$JOBS" -lt 2 ]; then
+    "$py" -m pytest -q --durations=25 tests/interop
+    return
+  fi
+  for f in tests/interop/test_*.py; do
+    if [[ " $(echo $JVM_TESTS) " == *" $(basename "$f" .py) "* ]]; then jvm+=("$f"); else rest+=("$f"); fi
+  done
+  tmp=$(mktemp -d)
+  "$py" -m pytest -q --durations=15 --basetemp="$tmp/jvm" "${jvm[@]}" >"$tmp/jvm.log" 2>&1 &
+  local a=$!
+  "$py" -m pytest -q --durations=15 --basetemp="$tmp/rest" "${rest[@]}" >"$tmp/rest.log" 2>&1 &
+  local b=$!
+  wait "$a"; local ra=$?
+  wait "$b"; local rb=$?
+  local pass=0 fail=0 n log
+  for log in jvm rest; do
+    echo "-- interop, the $log process:"
+    cat "$tmp/$log.log"
+    local line; line=$(grep -E '[0-9]+ (passed|failed|error)' "$tmp/$log.log" | tail -1)
+    n=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); pass=$((pass + ${n:-0}))
+    n=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+'); fail=$((fail + ${n:-0}))
+    n=$(echo "$line" | grep -oE '[0-9]+ errors?' | grep -oE '[0-9]+'); fail=$((fail + ${n:-0}))
+  done
+  rm -rf "$tmp"
+  echo "interop: $pass passed, $fail failed"
+  [ "$ra" -eq 0 ] && [ "$rb" -eq 0 ]
+}
 # each suite's line ends with its wall seconds, the builds' and the whole
 # run's are printed too: CI must stay well within 45 minutes on 2 cores
 t_start=$SECONDS
@@ -76,11 +115,7 @@ run_suite fuzz-corpus env FUZZ_SECONDS=0 scripts/fuzz.sh --regress
 # size (about a minute), so that none rots unseen (make bench measures).
 run_suite bench bench/smoke.sh
 if ls tests/interop/test_*.py >/dev/null 2>&1; then
-  # on $JOBS workers, each test file on one of them and the files that start a
-  # JVM on one (tests/interop/conftest.py); the slowest tests are listed at
-  # the end, to see where CI time goes
-  run_suite interop .venv/bin/python -m pytest -q -n "$JOBS" --dist loadgroup --durations=25 \
-    tests/interop
+  run_suite interop interop_suite
 fi
 echo "== all suites and builds: $((SECONDS - t_start)) s"
 echo "tests: $total_pass passed, $total_fail failed"

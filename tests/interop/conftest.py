@@ -20,30 +20,6 @@ CLI = os.path.join(BUILD, "mssql-cdc")
 PASSWORD = "Sim-Passw0rd!"
 
 
-# make test runs this suite on $JOBS pytest-xdist workers (--dist loadgroup).
-# Every file's tests stay together on one worker, so a module's fixture is set
-# up once; the files that start a JVM (Spark with delta-spark, the reference)
-# form one group, so they share the session's Spark and at most one JVM takes
-# the cores while the other worker runs the rest.
-JVM_FILES = {
-    "test_apply_peer.py", "test_apply_scd2.py", "test_colmap_interop.py", "test_dv_interop.py",
-    "test_objstore_spark.py", "test_reference_chunked.py", "test_reference_peer.py",
-    "test_silver_modes.py", "test_spark40.py", "test_spark_api.py", "test_spark_guards.py",
-    "test_spark_interop.py", "test_spark_sources.py", "test_types_e2e.py",
-}
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "xdist_group(name): the worker group of a test file")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the test ids
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("jvm" if name in JVM_FILES else name))
-
-
 # How the tests compile their C programs and shims: the project's warnings,
 # as errors, so a test program is held to what the library is.
 CC = ["cc", "-std=c17", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wpedantic", "-Wconversion",
