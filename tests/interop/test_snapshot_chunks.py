@@ -84,30 +84,23 @@ class Api:
 
     def plan(self, chunk_rows, **extra):
         """(tokens, lsn), or raises AssertionError carrying (rc, message)."""
-        o = self.options(**extra)
-        p, e = ctypes.c_void_p(), Error()
-        rc = self.lib.mcdc_snapshot_plan_create(ctypes.byref(p), o, chunk_rows, ctypes.byref(e))
-        try:
-            if rc != 0:
-                raise PlanError(rc, e.message.decode(), e.server_number)
-            n = self.lib.mcdc_snapshot_plan_count(p)
-            tokens = [self.lib.mcdc_snapshot_plan_token(p, i).decode() for i in range(n)]
-            return tokens, self.lib.mcdc_snapshot_plan_lsn(p).decode()
-        finally:
-            self.lib.mcdc_snapshot_plan_free(p)
-            self.lib.mcdc_opts_free(o)
+        return self._planned(lambda p, o, e: self.lib.mcdc_snapshot_plan_create(
+            p, o, chunk_rows, e), extra)
 
     def plan_chunks(self, keys, chunks, max_bound=None, **extra):
         """Tokens for recorded chunks (mcdc_snapshot_plan_chunks); keys and
         chunks as JSON text, max_bound a value or None."""
+        given = None if max_bound is None else json.dumps(max_bound).encode()
+        return self._planned(lambda p, o, e: self.lib.mcdc_snapshot_plan_chunks(
+            p, o, keys.encode(), chunks.encode(), given, e), extra)
+
+    def _planned(self, create, extra):
         o = self.options(**extra)
         p, e = ctypes.c_void_p(), Error()
-        rc = self.lib.mcdc_snapshot_plan_chunks(
-            ctypes.byref(p), o, keys.encode(), chunks.encode(),
-            None if max_bound is None else json.dumps(max_bound).encode(), ctypes.byref(e))
+        rc = create(ctypes.byref(p), o, ctypes.byref(e))
         try:
             if rc != 0:
-                raise PlanError(rc, e.message.decode())
+                raise PlanError(rc, e.message.decode(), e.server_number)
             n = self.lib.mcdc_snapshot_plan_count(p)
             tokens = [self.lib.mcdc_snapshot_plan_token(p, i).decode() for i in range(n)]
             return tokens, self.lib.mcdc_snapshot_plan_lsn(p).decode()
