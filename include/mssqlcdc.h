@@ -1695,6 +1695,27 @@ MCDC_API const char *mcdc_snapshot_plan_lsn(const mcdc_snapshot_plan *p);
 MCDC_API int mcdc_snapshot_plan_schema(struct ArrowSchema *out, const mcdc_snapshot_plan *p,
                                        mcdc_error *err);
 
+/* Tokens for the chunks of a plan recorded before (the chunks a backfill
+ * plan of mssql-cdc backfill or the reference holds, its 'snapshot_plan'
+ * row of the plans table), to read through mcdc_snapshot_read as
+ * mcdc_snapshot_plan_create's. chunks_json: the plan's JSON array of
+ * [lo, hi] bounds, 1 to 1,000,000 of them, as that function describes
+ * them; keys_json: the JSON array of the columns they are cut on, which
+ * must be the ones a snapshot of opts is cut on now (snapshotKeys, else the
+ * capture instance's unique index; names compared ignoring case), else
+ * MCDC_E_INVALID saying both. max_json (NULL: none): a keyset plan's
+ * largest key when it was planned (its extent's "max"); the last chunk,
+ * when its hi is null, then ends at the first key after it now (null when
+ * there is none), as mssql-cdc backfill seeks it before each wave, so that
+ * rows inserted above it since (the stream's) do not pile up in that chunk.
+ * Records the LSN first, as mcdc_snapshot_plan_create. Text that is not
+ * such JSON, or bounds not of the keys' shape, is MCDC_E_INVALID; the
+ * bounds' values are checked against the columns when a chunk is read.
+ * Opens one connection and closes it. */
+MCDC_API int mcdc_snapshot_plan_chunks(mcdc_snapshot_plan **out, const mcdc_opts *opts,
+                                       const char *keys_json, const char *chunks_json,
+                                       const char *max_json, mcdc_error *err);
+
 /* What a snapshot token says. Set version (MCDC_SNAPSHOT_INFO_INIT) before
  * the call; fields may be added at the end under a higher version. */
 #define MCDC_SNAPSHOT_INFO_VERSION 1

@@ -5,6 +5,7 @@
  * as mcdc_api_range.c puts change ranges behind theirs.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mcdc_batch_stream.h"
@@ -44,7 +45,7 @@ int mcdc_snapshot_plan_schema(struct ArrowSchema *out, const mcdc_snapshot_plan 
 }
 
 /* The chunks (or ranges) of the plan, as JSON [[lo, hi], ...]. */
-static int plan_chunks(json_t **chunks, mcdc_changes *c, const json_t *keys, int64_t chunk_rows,
+static int cut_chunks(json_t **chunks, mcdc_changes *c, const json_t *keys, int64_t chunk_rows,
                        const mcdc_opts *opts, mcdc_error *err) {
     if (chunk_rows == 0)
         return mcdc_changes_snapshot_ranges(c, mcdc_opt_num_partitions(opts), chunks, err);
@@ -81,6 +82,87 @@ static int encode_plan(mcdc_snapshot_plan *p, mcdc_changes *c, const json_t *key
     return MCDC_OK;
 }
 
+/* How a plan's chunks come: cut now (chunk_rows), or recorded before
+ * (mcdc_snapshot_plan_chunks: their keys, the chunks, a keyset MAX). */
+typedef struct plan_how {
+    int64_t chunk_rows;
+    const json_t *given; /* the recorded plan's keys; NULL: cut now */
+    json_t *chunks;      /* its chunks, whose last end may be sought again */
+    const json_t *max;
+} plan_how;
+
+/* The recorded plan's keys against the snapshot's own (names ignoring case). */
+static int same_keys(const json_t *ours, const json_t *given, mcdc_error *err) {
+    bool same = json_array_size(given) == json_array_size(ours);
+    for (size_t i = 0; same && i < json_array_size(ours); i++)
+        same = mcdc_str_ieq(json_string_value(json_array_get(given, i)),
+                            json_string_value(json_array_get(ours, i)));
+    if (same) return MCDC_OK;
+    char *a = json_dumps(given, JSON_COMPACT), *b = json_dumps(ours, JSON_COMPACT);
+    int rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "mcdc_snapshot_plan_chunks: the plan is cut on %.300s, but a snapshot "
+                            "of these options is cut on %.300s (snapshotKeys, else the capture "
+                            "instance's unique index): set snapshotKeys as when it was planned",
+                            a ? a : "?", b ? b : "?");
+    free(a); /* jansson's allocations */
+    free(b);
+    return rc;
+}
+
+/* The last chunk's end sought again past max (mcdc_changes_last_bound),
+ * when it is open above. */
+static int seek_last(mcdc_changes *c, const json_t *keys, json_t *chunks, const json_t *max,
+                     mcdc_error *err) {
+    json_t *last = json_array_get(chunks, json_array_size(chunks) - 1);
+    if (max == NULL || json_is_null(max) || !json_is_null(json_array_get(last, 1)))
+        return MCDC_OK;
+    json_t *end = NULL;
+    int rc = mcdc_changes_last_bound(c, keys, max, MCDC_ISO_OPTION, &end, err);
+    if (rc == MCDC_OK && end && json_array_set_new(last, 1, end) != 0)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    return rc;
+}
+
+/* Both planners on one connection: the LSN first (every commit at or
+ * before it is in the rows read after it, reference §2.4.1), the key, the
+ * chunks, their tokens. */
+static int plan_make(mcdc_snapshot_plan **out, const mcdc_opts *opts, const plan_how *h,
+                     mcdc_error *err) {
+    int rc = mcdc_opts_check_required(opts, err);
+    if (rc) return rc;
+    mcdc_changes *c = NULL;
+    rc = mcdc_changes_open(&c, opts, NULL, err);
+    if (rc) return rc;
+    mcdc_snapshot_plan *p = mcdc_calloc(1, sizeof *p);
+    if (p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    mcdc_lsn lsn;
+    int64_t commit_us = 0;
+    bool has_ts = false;
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_lsn(c, &lsn, &commit_us, &has_ts, err);
+    if (rc == MCDC_OK) mcdc_lsn_format(&lsn, p->lsn);
+    json_t *keys = NULL, *cut = NULL;
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_keys(c, &keys, err);
+    if (rc == MCDC_OK && h->given == NULL) {
+        rc = cut_chunks(&cut, c, keys, h->chunk_rows, opts, err);
+    } else if (rc == MCDC_OK) {
+        rc = same_keys(keys, h->given, err);
+        if (rc == MCDC_OK) rc = seek_last(c, keys, h->chunks, h->max, err);
+    }
+    if (rc == MCDC_OK) {
+        p->schema = mcdc_schema_ref(mcdc_changes_schema(c));
+        rc = encode_plan(p, c, keys, h->given ? h->chunks : cut, err);
+    }
+    json_decref(cut);
+    json_decref(keys);
+    mcdc_changes_close(c);
+    if (rc) {
+        mcdc_snapshot_plan_free(p);
+        return rc;
+    }
+    *out = p;
+    return MCDC_OK;
+}
+
 int mcdc_snapshot_plan_create(mcdc_snapshot_plan **out, const mcdc_opts *opts,
                               int64_t chunk_rows, mcdc_error *err) {
     if (out == NULL || opts == NULL)
@@ -92,36 +174,31 @@ int mcdc_snapshot_plan_create(mcdc_snapshot_plan **out, const mcdc_opts *opts,
                               "mcdc_snapshot_plan_create: chunk_rows is %lld; use rows per "
                               "chunk (> 0), or 0 for numPartitions whole-snapshot ranges",
                               (long long)chunk_rows);
-    int rc = mcdc_opts_check_required(opts, err);
+    plan_how h = {.chunk_rows = chunk_rows};
+    return plan_make(out, opts, &h, err);
+}
+
+int mcdc_snapshot_plan_chunks(mcdc_snapshot_plan **out, const mcdc_opts *opts,
+                              const char *keys_json, const char *chunks_json,
+                              const char *max_json, mcdc_error *err) {
+    if (out == NULL || opts == NULL || keys_json == NULL || chunks_json == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_plan_chunks: %s is NULL",
+                              out == NULL    ? "out"
+                              : opts == NULL ? "opts"
+                              : keys_json == NULL ? "keys_json"
+                                                  : "chunks_json");
+    *out = NULL;
+    /* The text first: nothing connects for a plan that is no plan. */
+    json_t *given = NULL, *chunks = NULL, *max = NULL;
+    int rc = mcdc_snapshot_plan_text_parse(&given, &chunks, &max, keys_json, chunks_json,
+                                           max_json, err);
     if (rc) return rc;
-    mcdc_changes *c = NULL;
-    rc = mcdc_changes_open(&c, opts, NULL, err);
-    if (rc) return rc;
-    mcdc_snapshot_plan *p = mcdc_calloc(1, sizeof *p);
-    if (p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
-    /* The LSN first: every commit at or before it is in the rows read
-     * after it (reference §2.4.1). */
-    mcdc_lsn lsn;
-    int64_t commit_us = 0;
-    bool has_ts = false;
-    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_lsn(c, &lsn, &commit_us, &has_ts, err);
-    if (rc == MCDC_OK) mcdc_lsn_format(&lsn, p->lsn);
-    json_t *keys = NULL, *chunks = NULL;
-    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_keys(c, &keys, err);
-    if (rc == MCDC_OK) rc = plan_chunks(&chunks, c, keys, chunk_rows, opts, err);
-    if (rc == MCDC_OK) {
-        p->schema = mcdc_schema_ref(mcdc_changes_schema(c));
-        rc = encode_plan(p, c, keys, chunks, err);
-    }
+    plan_how h = {.given = given, .chunks = chunks, .max = max};
+    rc = plan_make(out, opts, &h, err);
+    json_decref(given);
     json_decref(chunks);
-    json_decref(keys);
-    mcdc_changes_close(c);
-    if (rc) {
-        mcdc_snapshot_plan_free(p);
-        return rc;
-    }
-    *out = p;
-    return MCDC_OK;
+    json_decref(max);
+    return rc;
 }
 
 int mcdc_snapshot_token_parse(mcdc_snapshot_info *out, const char *token, mcdc_error *err) {

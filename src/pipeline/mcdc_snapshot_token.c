@@ -58,8 +58,7 @@ static bool part_ok(const json_t *v) {
     return json_is_null(v) || json_is_integer(v) || text_ok(v, 0, MCDC_KEY_BOUND_BYTES_MAX);
 }
 
-/* null, or a scalar part for one key, an array of n parts for several. */
-static bool bound_ok(const json_t *b, size_t n) {
+bool mcdc_snapshot_bound_ok(const json_t *b, size_t n) {
     if (json_is_null(b)) return true;
     if (n == 1) return part_ok(b);
     if (n == 0 || !json_is_array(b) || json_array_size(b) != n) return false;
@@ -70,7 +69,8 @@ static bool bound_ok(const json_t *b, size_t n) {
 
 int mcdc_snapshot_token_encode(char **out, const mcdc_snapshot_token *t, mcdc_error *err) {
     MCDC_ASSERT(out != NULL && t != NULL && keys_ok(t->keys));
-    MCDC_ASSERT(bound_ok(t->lo, json_array_size(t->keys)) && bound_ok(t->hi, json_array_size(t->keys)));
+    MCDC_ASSERT(mcdc_snapshot_bound_ok(t->lo, json_array_size(t->keys)) &&
+                mcdc_snapshot_bound_ok(t->hi, json_array_size(t->keys)));
     MCDC_ASSERT(t->index >= 0 && t->index < t->count && t->count <= MCDC_SNAPSHOT_CHUNKS_MAX);
     MCDC_ASSERT(strlen(t->schema_id) == MCDC_TOKEN_HASH_TEXT_SIZE - 1);
     *out = NULL;
@@ -111,7 +111,7 @@ static int decode_fields(mcdc_snapshot_token *t, const json_t *j, mcdc_error *er
     for (int e = 0; e < 2; e++) {
         const json_t *b = json_object_get(j, ENDS[e]);
         if (b == NULL) return mcdc_token_bad(&KIND, err, "field '%s' is missing", ENDS[e]);
-        if (!bound_ok(b, json_array_size(keys)))
+        if (!mcdc_snapshot_bound_ok(b, json_array_size(keys)))
             return mcdc_token_bad(&KIND, err,
                                   "field '%s' is not a bound of %zu key columns (null; a scalar "
                                   "for one; an array for several; of integers, strings, nulls)",
@@ -145,6 +145,55 @@ int mcdc_snapshot_token_decode(mcdc_snapshot_token *out, const char *text, size_
     if (rc != MCDC_OK) {
         mcdc_snapshot_token_clear(out);
         memset(out, 0, sizeof *out);
+    }
+    return rc;
+}
+
+/* ---- a plan recorded before (mcdc_snapshot_plan_chunks) ------------------------------- */
+
+static int plan_text_check(const json_t *keys, const json_t *chunks, const json_t *max,
+                           bool has_max, mcdc_error *err) {
+    if (!keys_ok(keys))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_snapshot_plan_chunks: keys_json is not a JSON array of at "
+                              "most %d column names",
+                              MCDC_SNAPSHOT_KEYS_MAX);
+    size_t n = json_array_size(keys), m = json_array_size(chunks);
+    if (!json_is_array(chunks) || m < 1 || m > MCDC_SNAPSHOT_CHUNKS_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_snapshot_plan_chunks: chunks_json is not a JSON array of 1 "
+                              "to %d [lo, hi] pairs",
+                              MCDC_SNAPSHOT_CHUNKS_MAX);
+    for (size_t i = 0; i < m; i++) {
+        const json_t *c = json_array_get(chunks, i);
+        if (!json_is_array(c) || json_array_size(c) != 2 ||
+            !mcdc_snapshot_bound_ok(json_array_get(c, 0), n) ||
+            !mcdc_snapshot_bound_ok(json_array_get(c, 1), n))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "mcdc_snapshot_plan_chunks: chunk %zu of chunks_json is not a "
+                                  "[lo, hi] pair of bounds of %zu key column%s",
+                                  i, n, n == 1 ? "" : "s");
+    }
+    if (has_max && (max == NULL || !mcdc_snapshot_bound_ok(max, n)))
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_plan_chunks: max_json is not "
+                                                   "a bound of the plan's key columns");
+    return MCDC_OK;
+}
+
+int mcdc_snapshot_plan_text_parse(json_t **keys, json_t **chunks, json_t **max,
+                                  const char *keys_json, const char *chunks_json,
+                                  const char *max_json, mcdc_error *err) {
+    MCDC_ASSERT(keys && chunks && max && keys_json && chunks_json);
+    json_error_t je;
+    *keys = json_loads(keys_json, JSON_REJECT_DUPLICATES, &je);
+    *chunks = json_loads(chunks_json, JSON_REJECT_DUPLICATES, &je);
+    *max = max_json ? json_loads(max_json, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je) : NULL;
+    int rc = plan_text_check(*keys, *chunks, *max, max_json != NULL, err);
+    if (rc) {
+        json_decref(*keys);
+        json_decref(*chunks);
+        json_decref(*max);
+        *keys = *chunks = *max = NULL;
     }
     return rc;
 }

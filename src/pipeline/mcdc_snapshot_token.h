@@ -17,6 +17,7 @@
 #define MCDC_SNAPSHOT_TOKEN_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,20 @@ typedef struct mcdc_snapshot_token {
     char schema_id[MCDC_TOKEN_HASH_TEXT_SIZE];
 } mcdc_snapshot_token;
 
+/* Whether b is a bound of n key columns in a token's shape: null, a scalar
+ * part for one key, an array of n parts for several (a part: null, an
+ * integer or text of at most MCDC_KEY_BOUND_BYTES_MAX bytes). */
+bool mcdc_snapshot_bound_ok(const json_t *b, size_t n);
+/* A plan recorded before, as mcdc_snapshot_plan_chunks takes it
+ * (include/mssqlcdc.h), parsed and checked before anything connects:
+ * keys_json a JSON array of up to MCDC_SNAPSHOT_KEYS_MAX column names;
+ * chunks_json 1..MCDC_SNAPSHOT_CHUNKS_MAX [lo, hi] pairs of bounds of that
+ * many keys; max_json (NULL: none) one such bound. *keys, *chunks and *max
+ * (NULL when max_json is) are owned JSON; anything else is MCDC_E_INVALID
+ * saying which text is wrong, with nothing to release. */
+int mcdc_snapshot_plan_text_parse(json_t **keys, json_t **chunks, json_t **max,
+                                  const char *keys_json, const char *chunks_json,
+                                  const char *max_json, mcdc_error *err);
 /* Releases the JSON of t (t itself is the caller's). */
 void mcdc_snapshot_token_clear(mcdc_snapshot_token *t);
 /* t as token text; *out owned (mcdc_free). Asserts t's shape (the planner

@@ -60,6 +60,7 @@ def load(path):
     lib.mcdc_snapshot_plan_lsn.argtypes = [vp]
     lib.mcdc_snapshot_plan_lsn.restype = cp
     lib.mcdc_snapshot_plan_free.argtypes = [vp]
+    lib.mcdc_snapshot_plan_chunks.argtypes = [ctypes.POINTER(vp), vp, cp, cp, cp, ep]
     lib.mcdc_snapshot_read.argtypes = [vp, vp, cp, cp, ep]
     lib.mcdc_snapshot_token_parse.argtypes = [ctypes.POINTER(Info), cp, ep]
     return lib
@@ -83,9 +84,20 @@ class Api:
 
     def plan(self, chunk_rows, **extra):
         """(tokens, lsn), or raises AssertionError carrying (rc, message)."""
+        return self._planned(lambda p, o, e: self.lib.mcdc_snapshot_plan_create(
+            p, o, chunk_rows, e), extra)
+
+    def plan_chunks(self, keys, chunks, max_bound=None, **extra):
+        """Tokens for recorded chunks (mcdc_snapshot_plan_chunks); keys and
+        chunks as JSON text, max_bound a value or None."""
+        given = None if max_bound is None else json.dumps(max_bound).encode()
+        return self._planned(lambda p, o, e: self.lib.mcdc_snapshot_plan_chunks(
+            p, o, keys.encode(), chunks.encode(), given, e), extra)
+
+    def _planned(self, create, extra):
         o = self.options(**extra)
         p, e = ctypes.c_void_p(), Error()
-        rc = self.lib.mcdc_snapshot_plan_create(ctypes.byref(p), o, chunk_rows, ctypes.byref(e))
+        rc = create(ctypes.byref(p), o, ctypes.byref(e))
         try:
             if rc != 0:
                 raise PlanError(rc, e.message.decode(), e.server_number)
@@ -264,6 +276,42 @@ def test_varchar_key_with_its_collation(lib, shop):
          "v INT NULL", names, lambda n: f"('{n}', 1)")
     api = Api(lib, shop, "dbo_vc")
     check_snapshot(api, "vc", ["name", "v"], 8)
+
+
+def test_recorded_chunks_become_tokens_and_the_last_end_is_sought_again(lib, shop):
+    """mcdc_snapshot_plan_chunks: a plan's recorded bounds (as `mssql-cdc
+    backfill` keeps them) become tokens that read the same rows; given the
+    plan's MAX, a last chunk open above ends at the first key after it now,
+    so keys inserted above MAX since are left to the stream; keys other
+    than the snapshot's, or bounds of another shape, are refused."""
+    names = [f"k{i:03d}" for i in range(30)]
+    make(shop, "rc", "name VARCHAR(12) NOT NULL PRIMARY KEY, v INT NULL", names,
+         lambda n: f"('{n}', 1)")
+    api = Api(lib, shop, "dbo_rc")
+    tokens, _ = api.plan(8)
+    chunks = [[json.loads(t)["lo"], json.loads(t)["hi"]] for t in tokens]
+    assert chunks[-1][1] is None and len(chunks) >= 3, chunks
+    # the same chunks again: the same tokens but for the check of nothing else
+    again, lsn = api.plan_chunks('["NAME"]', json.dumps(chunks))
+    assert [json.loads(t) for t in again] == [json.loads(t) for t in tokens]
+    # rows inserted above MAX: the last chunk, sought again past MAX, leaves them out
+    shop.run("INSERT INTO dbo.rc VALUES ('k100', 2), ('k200', 2);", database="shop")
+    sought, lsn = api.plan_chunks('["name"]', json.dumps(chunks), "k029")
+    assert json.loads(sought[-1])["hi"] == "k100"
+    got = sorted(r["name"] for t in sought for r in api.read(t, lsn)[0])
+    assert got == names
+    # without MAX, the last chunk stays open and reads them too
+    open_above, lsn = api.plan_chunks('["name"]', json.dumps(chunks))
+    assert sorted(r["name"] for t in open_above for r in api.read(t, lsn)[0]) == \
+        names + ["k100", "k200"]
+    for keys, given, want in (('["v"]', json.dumps(chunks), "is cut on"),
+                              ('["name"]', "[]", "1 to"),
+                              ('["name"]', '[[1, 2, 3]]', "chunk 0"),
+                              ('["name"]', '[["a", ["b", "c"]]]', "chunk 0"),
+                              ('["name"]', "{", "not a JSON array")):
+        with pytest.raises(PlanError) as e:
+            api.plan_chunks(keys, given)
+        assert e.value.rc == -1 and want in e.value.message, e.value.message
 
 
 def test_date_key(lib, shop):

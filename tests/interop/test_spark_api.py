@@ -1,10 +1,14 @@
 """The reference's streaming API on Spark (python/src/mssql_cdc/spark_stream.py,
 spark_jobs.py): stream(spark, options).to_delta with facts and
 finalization.track, a restart from the Spark checkpoint, bootstrap full and
-chunked with backfill, start_many over five tables, the stream once through
-a Spark Connect session; then what Spark wrote against what `mssql-cdc
-stream` wrote for the same capture instance and workload (bronze, every
-column and batch; facts but timings), and the table moving on to the CLI.
+chunked with backfill (handed to `mssql-cdc backfill` for a wave and back;
+with MCDC_SPARK_API=1, a snapshot the CLI opened and planned finished by
+ours), start_many over
+five tables, the stream once through a Spark Connect session (over a
+capture instance switch, with snapshot_on_switch); then what Spark wrote
+against what `mssql-cdc stream` wrote for the same capture instance and
+workload (bronze, every column and batch; facts but timings), and the table
+moving on to the CLI.
 
 Our package runs from the source tree (PYTHONPATH python/src, the library
 build/ built) in ONE Spark process (local[2], Delta) for the whole module:
@@ -46,7 +50,7 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from conftest import BUILD, PASSWORD, ROOT, run_cli, start_sim
+from conftest import BUILD, CLI, PASSWORD, ROOT, run_cli, start_sim
 from test_start_many import DB, INSTANCES, TABLES, make_db, write
 
 pytest.importorskip("pyspark")
@@ -125,15 +129,35 @@ else:
     assert q.exception() is None, q.exception()
     # bootstrap chunked on t3, read by backfill next to the stream in waves of one chunk
     # (chunks of one row, one round of numPartitions=1 a wave): the first call stops after
-    # its one wave, the next reads the rest
+    # its one wave, `mssql-cdc backfill` reads the next one on the plans rows ours
+    # recorded, and the next call of ours reads the rest
     cdc = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="2", snapshotKeys='["id"]'))
     q = cdc.to_delta(d + "/t3", "t3-app", d + "/t3_ckpt", d + "/facts",
                      trigger={"availableNow": True}, bootstrap=True, snapshot="chunked")
     waves = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="1", snapshotKeys='["id"]'))
     out["backfill_first"] = waves.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts",
                                            chunk_rows=1, max_waves=1, target_wave_seconds=0)
+    import subprocess
+    added = time.monotonic()  # what the hand-overs add to the stage, for the record
+    cli = subprocess.run([P["cli"], "backfill", "--captureInstance", "dbo_t3",
+                          "--connectionString", P["conn"], "--numPartitions", "1",
+                          "--snapshotKeys", '["id"]', "--target", d + "/t3", "--app-id", "t3-app",
+                          "--facts-table", d + "/facts", "--max-waves", "1",
+                          "--target-wave-seconds", "0"],
+                         capture_output=True, text=True, timeout=300)
+    out["backfill_cli"] = [cli.returncode, cli.stdout, cli.stderr[-2000:]]
+    took = {"cli_wave": time.monotonic() - added}
     out["backfill"] = waves.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts",
                                      target_wave_seconds=0)
+    took["last_wave"] = time.monotonic() - added - took["cli_wave"]
+    # a snapshot the CLI opened and planned, one wave in: ours finishes it on its plan
+    # (about 18 s of Delta commits at load 10: `make soak` only)
+    if P["heavy"]:
+        out["backfill_cli_plan"] = waves.backfill(d + "/t3c", app_id="t3c",
+                                                  facts_table=d + "/t3c_facts")
+        took["cli_plan"] = time.monotonic() - added - took["cli_wave"] - took["last_wave"]
+    print("the backfill hand-overs took " + ", ".join(f"{k} {v:.1f} s" for k, v in took.items()),
+          file=sys.stderr)
     out["backfill_again"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
     q.awaitTermination()
     assert q.exception() is None, q.exception()
@@ -205,8 +229,11 @@ os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
 cspark = ConnectSession.builder.remote(f"sc://localhost:{P['connect_port']}").getOrCreate()
 out["connect_session"] = type(cspark).__module__
 d = P["work"]
+# t4 has a newer capture instance: the sink, in the server's Python worker, snapshots
+# the table once the switch batch's facts are in (snapshot_on_switch)
 q = mssql_cdc.stream(cspark, {"captureInstance": "dbo_t4", "connectionString": P["conn"]}).to_delta(
-    d + "/t4", "t4-connect", d + "/t4_ckpt", d + "/facts", trigger={"availableNow": True})
+    d + "/t4", "t4-connect", d + "/t4_ckpt", d + "/facts", trigger={"availableNow": True},
+    snapshot_on_switch=True)
 tracker = mssql_cdc.finalization.track(cspark, q, d + "/control", "t4", granularity="minute")
 deadline = time.time() + 600  # polled: a Connect client's awaitTermination was seen to hang
 while q.isActive and time.time() < deadline:
@@ -492,7 +519,8 @@ def run(tmp_path_factory):
         connect = connect_ok(sys.executable)
         params = {"bench": os.path.join(ROOT, "bench"), "work": d,
                   "conn": sim.connection_string(DB), "instances": INSTANCES,
-                  "connect_port": free_port() if connect else None}
+                  "connect_port": free_port() if connect else None, "cli": CLI,
+                  "heavy": HEAVY}
         # the CLI on the same capture instance and workload, for item 5
         run_cli("stream", "--captureInstance", "dbo_t1", "--connectionString", params["conn"],
                 "--maxCommitsPerBatch", "1", "--target", d + "/cli_t1", "--app-id", "t1-app",
@@ -506,7 +534,20 @@ def run(tmp_path_factory):
         second = spark.run(OURS, STAGE_SECONDS, stage="second")
         at_second = {"t1": keys(table(d + "/t1")), "changes_t1": change_rows(sim, "dbo_t1")}
         write(sim, TABLES[1:], 1, 1)
-        write(sim, ["t3"], 10, 1)  # a second row on t3: its two chunks hold one each
+        write(sim, ["t3"], 10, 2)  # two more rows on t3: its three chunks hold one each
+        if HEAVY:
+            # a chunked snapshot of t3 the CLI opened and planned (one wave in), in tables
+            # of its own: the rest stage's backfill() finishes it
+            cli_t3 = ["--captureInstance", "dbo_t3", "--connectionString", params["conn"],
+                      "--target", d + "/t3c", "--app-id", "t3c", "--facts-table",
+                      d + "/t3c_facts"]
+            run_cli("stream", *cli_t3, "--checkpoint", d + "/t3c_ckpt", "--bootstrap",
+                    "--snapshot", "chunked", "--trigger", "availableNow", "--quiet",
+                    timeout=180)
+            planned = run_cli("backfill", *cli_t3, "--chunk-rows", "1", "--max-waves", "1",
+                              "--numPartitions", "1", "--target-wave-seconds", "0",
+                              check=False, timeout=180)
+            assert planned.returncode == 14, planned.stdout + planned.stderr  # 1 wave in
         # DDL on t5, then a change: the CLI and start_many's t5 stream each read past it
         sim.run("ALTER TABLE dbo.t5 ADD note INT NULL;", database=DB)
         write(sim, ["t5"], 300, 1)
@@ -522,7 +563,20 @@ def run(tmp_path_factory):
         rest["seed_source"] = sorted(tuple(r) for r in sim.run("SELECT id, v FROM dbo.t4",
                                                                database=DB))
         recovered = recover(sim, spark)
-        connected = spark.run(CONNECT, STAGE_SECONDS, stage="connect") if connect else None
+        connected = None
+        if connect:
+            # t4 switched to a newer capture instance, a change on each side of it
+            sim.run("ALTER TABLE dbo.t4 ADD note INT NULL;", database=DB)
+            write(sim, ["t4"], 400, 1)
+            t4_at = enable_newer(sim, "t4", "dbo_t4_v2")
+            sim.run("BEGIN TRAN; INSERT INTO dbo.t4 (id, v, note) VALUES (500, N'n', 7); "
+                    "UPDATE dbo.t4 SET note = 8 WHERE id = 1; COMMIT;", database=DB)
+            sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+            connected = spark.run(CONNECT, STAGE_SECONDS, stage="connect")
+            connected.update(
+                switch_at=t4_at, old=change_rows(sim, "dbo_t4"), new=change_rows(sim, "dbo_t4_v2"),
+                source=sorted(tuple(r) for r in sim.run("SELECT id, v, note FROM dbo.t4",
+                                                        database=DB)))
         spark.close()
         spark = None
         ref = None
@@ -637,7 +691,10 @@ def test_bootstrap_chunked_and_backfill_in_waves(run):
     first, st = run["rest"]["backfill_first"], run["rest"]["backfill"]
     total = first["chunks_total"]
     assert (first["state"], first["done"], first["chunks_done"]) == ("running", False, 1), first
-    assert total >= 2, first
+    assert total >= 3, first
+    # `mssql-cdc backfill` went on from the plan ours recorded: its one wave, the second
+    code, printed, err = run["rest"]["backfill_cli"]
+    assert code == 14 and json.loads(printed)["chunks_done"] == 2, (code, printed, err)
     assert st["state"] == "done" and st["done"], st
     assert st["chunks_done"] == st["chunks_total"] == total and st["snapshot"] == first["snapshot"]
     assert run["rest"]["backfill_again"]["state"] == "no_snapshot"
@@ -652,6 +709,11 @@ def test_bootstrap_chunked_and_backfill_in_waves(run):
         "snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": total, "bootstrap": 1}
     chunks = sorted((json.loads(r["detail"])["chunk"], json.loads(r["detail"])["wave"], r["rows"],
                      r["min_lsn"]) for r in facts if r["event"] == "snapshot_chunk")
+    # each chunk's read measured by its task (ours) or reader (the CLI's wave 1)
+    for r in facts:
+        if r["event"] == "snapshot_chunk" and r["rows"]:
+            assert r["read_seconds"] is not None and r["read_seconds"] >= 0, r
+            assert r["read_mb"] is not None and r["read_mb"] > 0, r
     assert [(c, w) for c, w, _, _ in chunks] == [(i, i) for i in range(total)]  # a chunk a wave
     by_chunk = collections.Counter(r["_chunk"] for r in snap)
     assert [n for _, _, n, _ in chunks] == [by_chunk.get(i, 0) for i in range(total)]
@@ -665,6 +727,39 @@ def test_bootstrap_chunked_and_backfill_in_waves(run):
              if "backfill" in (h.get("userMetadata") or "")]
     assert {w["backfill"] for w in waves} == {f"t3-app#snap.{st['snapshot']}"}
     assert sorted(c["chunk"] for w in waves for c in w["chunks"]) == sorted(by_chunk)
+    # the commits' WaveMetadata carry the facts rows' figures (the CLI's unrounded there)
+    read = {json.loads(r["detail"])["chunk"]: (r["read_seconds"], r["read_mb"]) for r in facts
+            if r["event"] == "snapshot_chunk"}
+    assert all((round(c["read_seconds"], 3), round(c["read_mb"], 6)) == read[c["chunk"]]
+               for w in waves for c in w["chunks"]), (waves, read)
+
+
+def test_a_snapshot_the_cli_planned_is_finished_by_sparks_backfill(run):
+    """`mssql-cdc stream --snapshot chunked` opened it, `mssql-cdc backfill`
+    planned it and read its first wave; backfill() reads the other chunks on
+    the CLI's plan (tokens the library makes from its bounds) and closes it:
+    the table once in bronze, a facts row a chunk, one completion. `make
+    soak` (MCDC_SPARK_API=1) runs it; the library's side of it
+    (mcdc_snapshot_plan_chunks) is in test_snapshot_chunks.py."""
+    if "backfill_cli_plan" not in run["rest"]:
+        pytest.skip("about 18 s of Spark backfill: MCDC_SPARK_API=1, as `make soak` sets it")
+    st = run["rest"]["backfill_cli_plan"]
+    assert st["state"] == "done" and st["chunks_done"] == st["chunks_total"] >= 3, st
+    rows = [r for r in table(run["dir"] + "/t3c") if r["_operation"] == 0]
+    assert sorted((r["id"], r["v"]) for r in rows) == run["sources"]["t3"]
+    assert {r["_snapshot"] for r in rows} == {st["snapshot"]}
+    facts = [r for r in table(run["dir"] + "/t3c_facts") if r["event"]]
+    chunks = sorted((json.loads(r["detail"])["chunk"], json.loads(r["detail"])["wave"], r["rows"])
+                    for r in facts if r["event"] == "snapshot_chunk")
+    assert [c for c, _, _ in chunks] == list(range(st["chunks_total"]))
+    # the CLI's wave 0 (chunk 0), then ours in wave order, each chunk in one wave
+    waves = [w for _, w, _ in chunks]
+    assert waves[:2] == [0, 1] and waves == sorted(waves) and set(waves) == set(range(waves[-1] + 1))
+    by_chunk = collections.Counter(r["_chunk"] for r in rows)
+    assert [n for _, _, n in chunks] == [by_chunk.get(i, 0) for i in range(st["chunks_total"])]
+    assert [r["rows"] for r in facts if r["event"] == "bootstrap"] == [len(rows)]
+    plans = collections.Counter(r["event"] for r in table(run["dir"] + "/t3c_snapshot_plans"))
+    assert plans == {"snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": st["chunks_total"]}
 
 
 def test_seed_takes_as_of_as_a_utc_time(run):
@@ -760,11 +855,25 @@ def test_the_stream_through_spark_connect(run):
                     "grpcio-status, googleapis-common-protos, zstandard; tests/requirements.txt) "
                     "are not installed in this Python")
     assert run["connect"]["connect_session"].startswith("pyspark.sql.connect")
-    assert run["connect"]["t4_active"] is False  # availableNow ended the query by itself
+    c = run["connect"]
+    assert c["t4_active"] is False  # availableNow ended the query by itself
     rows = table(run["dir"] + "/t4")
-    assert keys(rows) == run["changes"]["dbo_t4"]
+    # the changes: the old instance's below its switch to the newer one, the newer's from it
+    s = c["switch_at"]
+    assert keys(rows) == sorted([k for k in c["old"] if k[0] < s] +
+                                [k for k in c["new"] if k[0] >= s])
     facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t4-connect"]
     assert sum(r["rows"] for r in facts) == len(rows)
+    # snapshot_on_switch through Connect: after the switch batch's facts, the table whole
+    (switch,) = [f for f in facts if f["event"] == "capture_instance_switched"]
+    assert switch["min_lsn"] == s and "dbo_t4_v2" in switch["detail"]
+    (opened,) = [f for f in facts if f["event"] == "snapshot_open"]
+    assert json.loads(opened["detail"])["switch_batch_id"] == switch["batch_id"]
+    (done,) = [f for f in facts if f["event"] == "bootstrap"]
+    snap = [x for x in rows if x["_operation"] == 0]
+    assert done["min_lsn"] == opened["min_lsn"] >= s
+    assert done["rows"] == len(snap) and {x["_snapshot"] for x in snap} == {done["min_lsn"]}
+    assert sorted((x["id"], x["v"], x["note"]) for x in snap) == c["source"]
     end = max(r["end_commit_ts"] for r in facts if r["end_commit_ts"])
     assert end >= max(r["_commit_ts"] for r in rows)
     assert run["connect"]["t4_finalized_until"] == str(end.replace(second=0, microsecond=0))

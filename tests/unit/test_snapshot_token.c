@@ -203,3 +203,52 @@ TEST(snapshot_token_public_parse_and_read_refusals) {
     mcdc_free(s);
     mcdc_snapshot_token_clear(&t);
 }
+
+/* A recorded plan's text (mcdc_snapshot_plan_chunks' arguments): accepted
+ * with bounds of the keys' shape, else MCDC_E_INVALID naming the text, with
+ * nothing left to release. */
+TEST(snapshot_plan_text_parse_checks_keys_chunks_and_max) {
+    json_t *keys = NULL, *chunks = NULL, *max = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_snapshot_plan_text_parse(&keys, &chunks, &max, "[\"region\",\"id\"]",
+                                               "[[null,[\"east\",5]],[[\"east\",5],null]]",
+                                               "[\"west\",9]", &e),
+                 MCDC_OK);
+    CHECK(json_array_size(keys) == 2 && json_array_size(chunks) == 2 && json_is_array(max));
+    json_decref(keys);
+    json_decref(chunks);
+    json_decref(max);
+    CHECK_EQ_INT(mcdc_snapshot_plan_text_parse(&keys, &chunks, &max, "[]", "[[null,null]]", NULL,
+                                               &e),
+                 MCDC_OK);
+    CHECK(max == NULL);
+    json_decref(keys);
+    json_decref(chunks);
+    static const struct {
+        const char *keys, *chunks, *max, *says;
+    } cases[] = {
+        {"\"id\"", "[[null,null]]", NULL, "keys_json"},
+        {"[\"id\",\"id\"", "[[null,null]]", NULL, "keys_json"},
+        {"[\"id\"]", "[]", NULL, "chunks_json"},
+        {"[\"id\"]", "{\"a\":1}", NULL, "chunks_json"},
+        {"[\"id\"]", "[[null,1],[1]]", NULL, "chunk 1 of"},
+        {"[\"id\"]", "[[null,[1]]]", NULL, "chunk 0 of"},
+        {"[\"a\",\"b\"]", "[[null,[1,{}]]]", NULL, "chunk 0 of"},
+        {"[\"id\"]", "[[null,1.5]]", NULL, "chunk 0 of"},
+        {"[\"id\"]", "[[null,null]]", "[1]", "max_json"},
+        {"[\"id\"]", "[[null,null]]", "nonsense", "max_json"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        keys = chunks = max = NULL;
+        e = (mcdc_error)MCDC_ERROR_INIT;
+        int rc = mcdc_snapshot_plan_text_parse(&keys, &chunks, &max, cases[i].keys,
+                                               cases[i].chunks, cases[i].max, &e);
+        if (rc != MCDC_E_INVALID || strstr(e.message, cases[i].says) == NULL || keys || chunks ||
+            max) {
+            fprintf(stderr, "  case %zu: rc %d, message: %s\n", i, rc, e.message);
+            bad++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+}

@@ -94,6 +94,7 @@ _PROTOTYPES = {
     "mcdc_range_plan_schema": (c_int, [ctypes.POINTER(_cfg.ArrowSchema), c_void_p, _E]),
     "mcdc_range_read": (c_int, [ctypes.POINTER(_cfg.ArrowArrayStream), c_void_p, c_char_p, _E]),
     "mcdc_snapshot_plan_create": (c_int, [_VP, c_void_p, c_int64, _E]),
+    "mcdc_snapshot_plan_chunks": (c_int, [_VP, c_void_p, c_char_p, c_char_p, c_char_p, _E]),
     "mcdc_snapshot_plan_free": (None, [c_void_p]),
     "mcdc_snapshot_plan_count": (c_size_t, [c_void_p]),
     "mcdc_snapshot_plan_token": (c_char_p, [c_void_p, c_size_t]),

@@ -110,26 +110,65 @@ def _iso(ts: str) -> datetime | None:
     return datetime.fromisoformat(ts.rstrip("Z")) if ts else None
 
 
+def _counted(batches: Iterator, tally: dict[str, Any]) -> Iterator:
+    """``batches`` passed through, counted into ``tally``: rows, bytes (the
+    Arrow buffers handed on) and seconds from the first fetch to the end."""
+    started = time.monotonic()
+    tally.update(rows=0, bytes=0)
+    for batch in batches:
+        tally["rows"] += batch.num_rows
+        tally["bytes"] += batch.nbytes
+        yield batch
+    tally["seconds"] = round(time.monotonic() - started, 6)
+
+
 def measured(directory: str, options: Mapping[str, Any], token: str,
              batches: Iterator) -> Iterator:
     """``batches`` passed through; once they end, the range's metrics file
     (its name from the range, so a retried task rewrites it)."""
-    started = time.monotonic()
-    rows = nbytes = 0
-    for batch in batches:
-        rows += batch.num_rows
-        nbytes += batch.nbytes
-        yield batch
-    seconds = time.monotonic() - started
+    tally: dict[str, Any] = {}
+    yield from _counted(batches, tally)
     try:
         info = json.loads(token)
-        out: dict[str, Any] = {"from_lsn": info["from_lsn"], "to_lsn": info["to_lsn"],
-                               "rows": rows, "bytes": nbytes, "seconds": round(seconds, 6)}
+        out: dict[str, Any] = {"from_lsn": info["from_lsn"], "to_lsn": info["to_lsn"], **tally}
         if info["index"] == info["count"] - 1:  # the batch's last range: where the stream is
             out.update(_position(options, info["to_lsn"]))
         write_json(directory, f"{_PREFIX}{info['to_lsn']}-{info['index']}.json", out)
     except Exception as exc:  # noqa: BLE001 - metrics never fail a read
         log.warning("mssql_cdc: no metrics file for a range in %s: %s", directory, exc)
+
+
+_CHUNK = "chunk-"
+
+
+def measured_chunk(directory: str, chunk: int, batches: Iterator) -> Iterator:
+    """A backfill wave's chunk read: ``batches`` passed through, then its
+    figures as ``chunk-<n>.json`` ({chunk, rows, bytes, seconds}, counted as
+    ``measured`` counts a range; a retried task rewrites it)."""
+    tally: dict[str, Any] = {"chunk": chunk}
+    yield from _counted(batches, tally)
+    try:
+        write_json(directory, f"{_CHUNK}{chunk}.json", tally)
+    except Exception as exc:  # noqa: BLE001 - metrics never fail a read
+        log.warning("mssql_cdc: no metrics file for chunk %d in %s: %s", chunk, directory, exc)
+
+
+def chunk_figures(directory: str, chunks: list[int]) -> dict[int, tuple[float, float]]:
+    """The figures the wave's chunks left in ``directory``: {chunk:
+    (read_seconds, read_mb)} as `mssql-cdc backfill` records them (3 and 6
+    decimals); a chunk with no readable file is left out (its facts say
+    NULL). Removes every file read."""
+    found, paths = _read_all(directory, _CHUNK)
+    out = {}
+    for m in found:
+        try:
+            if m["chunk"] in chunks:
+                out[int(m["chunk"])] = (round(float(m["seconds"]), 3),
+                                        round(int(m["bytes"]) / 1e6, 6))
+        except (KeyError, TypeError, ValueError):
+            continue
+    remove(directory, paths)
+    return out
 
 
 def _position(options: Mapping[str, Any], to_lsn: str) -> dict[str, Any]:

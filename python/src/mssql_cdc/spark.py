@@ -57,13 +57,17 @@ def _opt(options: Mapping[str, Any], name: str, default: Any = None) -> Any:
 # library's snapshot planner; the rows get the chunk's number as ``_chunk``.
 # The package's own, never handed to the library.
 CHUNK_TOKENS = "mssqlCdcChunkTokens"
+# And with it, where each chunk's task leaves its read's figures (rows,
+# bytes, seconds) as chunk-<n>.json, for the wave's facts rows
+# (read_seconds, read_mb); unset: none are written.
+CHUNK_METRICS = "mssqlCdcChunkMetrics"
+_OWN = ("path", CHUNK_TOKENS.lower(), CHUNK_METRICS.lower())
 
 
 def _source_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """The options Spark passed, without the ones Spark adds itself and the
-    package's own (CHUNK_TOKENS)."""
-    return {k: v for k, v in options.items()
-            if str(k).lower() not in ("path", CHUNK_TOKENS.lower())}
+    package's own (CHUNK_TOKENS, CHUNK_METRICS)."""
+    return {k: v for k, v in options.items() if str(k).lower() not in _OWN}
 
 
 def _chunk_tokens(options: Mapping[str, Any]) -> list[tuple[int, str]] | None:
@@ -239,6 +243,7 @@ class MssqlCdcSnapshotDataSource(MssqlCdcDataSource):
         reader = MssqlCdcSnapshotReader(_source_options(self.options), schema,
                                         self.default_num_partitions)
         reader.chunks = _chunk_tokens(self.options)
+        reader.chunk_metrics = _opt(self.options, CHUNK_METRICS) or None
         return reader
 
 
@@ -407,6 +412,7 @@ class MssqlCdcLegacyStreamReader(_StreamReader):
 class MssqlCdcSnapshotReader(_Reader, DataSourceReader):
 
     chunks: list[tuple[int, str]] | None = None  # a backfill's wave (CHUNK_TOKENS)
+    chunk_metrics: str | None = None  # and where its chunks' figures go (CHUNK_METRICS)
 
     def partitions(self) -> list[SnapshotChunk]:
         if self.chunks is not None:  # planned by backfill(): one task a chunk
@@ -423,9 +429,13 @@ class MssqlCdcSnapshotReader(_Reader, DataSourceReader):
         def open_stream(lib, out, opts, token, err):
             return lib.mcdc_snapshot_read(out, opts, token, lsn, err)
         batches = _read_tokens(self.options, [partition.token], open_stream)
-        if partition.chunk is not None:
-            batches = _with_chunk(batches, partition.chunk)
-        return _batches(_arrow_target(self.schema), batches)
+        if partition.chunk is None:
+            return _batches(_arrow_target(self.schema), batches)
+        batches = _batches(_arrow_target(self.schema), _with_chunk(batches, partition.chunk))
+        if self.chunk_metrics:
+            from ._spark_metrics import measured_chunk
+            return measured_chunk(self.chunk_metrics, partition.chunk, batches)
+        return batches
 
 
 def _with_chunk(batches, chunk: int) -> Iterator:
@@ -459,6 +469,46 @@ def plan_snapshot(options: Mapping[str, Any], chunk_rows: int) -> tuple[str, lis
     finally:
         lib.mcdc_snapshot_plan_free(plan)
         opts.free()
+
+
+def plan_chunks(options: Mapping[str, Any], keys: list[str], chunks: list[list[Any]],
+                max_bound: Any = None) -> list[str]:
+    """Tokens for a plan recorded before (mcdc_snapshot_plan_chunks): its
+    ``chunks`` ([lo, hi] each) cut on ``keys``, which must be the snapshot's
+    key for ``options``; ``max_bound`` (a keyset plan's largest key when it
+    was planned): a last chunk open above ends again at the first key after
+    it now."""
+    import json
+
+    from . import _native
+    from ._cfg import Error
+    from ._core import Options, check
+
+    lib = _native.lib()
+    opts = Options(options)
+    plan = ctypes.c_void_p()
+    try:
+        err = Error()
+        check(lib.mcdc_snapshot_plan_chunks(
+            ctypes.byref(plan), opts.handle, json.dumps(keys).encode(),
+            json.dumps(chunks).encode(),
+            None if max_bound is None else json.dumps(max_bound).encode(), ctypes.byref(err)), err)
+        return [lib.mcdc_snapshot_plan_token(plan, i).decode()
+                for i in range(lib.mcdc_snapshot_plan_count(plan))]
+    finally:
+        lib.mcdc_snapshot_plan_free(plan)
+        opts.free()
+
+
+def snapshot_keys(options: Mapping[str, Any]) -> list[str]:
+    """The columns the library cuts the table's snapshot chunks on
+    (snapshotKeys, else the capture instance's unique index; [] for none),
+    as its planner names them: a plan of one range, which asks the server
+    for the key and no more."""
+    one = {k: v for k, v in options.items() if str(k).lower() != "numpartitions"}
+    _, tokens = plan_snapshot({**one, "numPartitions": "1"}, 0)
+    import json
+    return list(json.loads(tokens[0])["keys"])
 
 
 def _session_cores(spark) -> int | None:

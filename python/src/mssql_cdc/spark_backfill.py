@@ -20,6 +20,14 @@ A wave takes whole rounds of numPartitions chunks: one round at first, then
 as many as target_wave_seconds holds at the last wave's pace (an earlier
 call's from its facts rows), no more than the rest of max_seconds.
 
+Each chunk's task measures its read (seconds from its first batch to its
+last, Spark's consumption included, and the Arrow bytes handed to Spark)
+into a file of the wave's metrics directory, which the wave's facts rows
+and commit metadata take as ``read_seconds`` and ``read_mb``: the stream's
+``metricsPath`` (``<metricsPath>/<app_id>/backfill-<S>``), else a
+temporary directory when the session's master is local (the executors
+share the driver's disk); elsewhere the two stay NULL.
+
 A run killed between a wave's plans rows and its facts rows is finished by
 the next call: it reads the chunks those rows hold (whatever numPartitions
 and the pace say), and when bronze already holds the wave (killed after the
@@ -29,17 +37,28 @@ bronze's rows. So a chunk is in bronze once, and the facts say so.
 The plan keeps each chunk's token of the library's planner next to its
 bounds: the waves read those tokens, which name the columns the plan was
 cut for; a capture instance whose columns changed since needs a new
-snapshot (as the reference: a type change mid-backfill breaks it)."""
+snapshot (as the reference: a type change mid-backfill breaks it).
+
+The tables and transaction ids are `mssql-cdc backfill`'s, so either goes
+on from the other's last wave. A plan the CLI (or the reference) recorded
+holds bounds only: its chunks' tokens come from the library
+(mcdc_snapshot_plan_chunks), which checks the plan's key columns; when the
+CLI's open recorded a keyset extent, a wave with the last chunk seeks its
+end again past the extent's MAX first, as the CLI does. The open row of
+ours names its key columns in the plans table, which the CLI checks."""
 from __future__ import annotations
 
 import json
 import logging
 import math
+import shutil
+import tempfile
 import time
 import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from . import _spark_metrics as metrics
 from . import spark_recovery as recovery
 from . import spark_tables as tables
 from .types import BackfillStatus
@@ -81,6 +100,31 @@ def _positive(name: str, value: float | None, integer: bool = False) -> None:
                          f"or None, not {value!r}")
 
 
+def _same_keys(a: Any, b: Any) -> bool:
+    """Key column lists equal but for case (SQL Server resolves names so)."""
+    return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(
+        isinstance(x, str) and isinstance(y, str) and x.lower() == y.lower()
+        for x, y in zip(a, b))
+
+
+def _metrics_dir(cdc: CdcStream, app_id: str, s: str) -> tuple[str | None, bool]:
+    """Where the wave's chunk tasks leave their figures, and whether it is a
+    temporary directory of this call's (removed at its end)."""
+    from .spark import _opt
+    given = _opt(cdc.options, "metricsPath")
+    if given:
+        return metrics.join(metrics.join(str(given), app_id), f"backfill-{s}"), False
+    if type(cdc.spark).__module__.startswith("pyspark.sql.connect"):
+        return None, False  # the client's disk may not be the executors'
+    try:
+        local = str(cdc.spark.sparkContext.master).startswith("local")
+    except Exception:  # noqa: BLE001 - no SparkContext: not known to be one machine
+        local = False
+    if not local:
+        return None, False
+    return tempfile.mkdtemp(prefix="mssql_cdc_backfill-"), True
+
+
 def _plan_detail(token: str) -> tuple[Any, Any, Any]:
     """A chunk token's key columns and bounds (its JSON fields)."""
     t = json.loads(token)
@@ -104,6 +148,9 @@ class _Run:
         self.chunks_id = f"{app_id}#snapchunks.{self.s}"
         from .spark import _num_partitions, _session_cores
         self.k = _num_partitions(source.options, _session_cores(self.spark))
+        self.metrics_dir: str | None = None  # backfill() sets it (_metrics_dir)
+        self.open_keys: list[str] | None = None  # the key its plans row's open names
+        self.open_extent: dict[str, Any] | None = None  # and the extent, the CLI's open's
         self.plan: dict[str, Any] | None = None
         self.plan_recorded = False  # its facts row is in
         self.done: list[dict[str, Any]] = []   # the chunks the facts hold as read
@@ -133,15 +180,22 @@ class _Run:
         self.planned = {}
         for event, d in self._plans_rows():
             if event == "snapshot_plan":
-                if not isinstance(d.get("tokens"), list) or \
-                        len(d["tokens"]) != len(d.get("chunks") or ()):
-                    raise ValueError(
-                        f"snapshot {self.s} of {self.target} was planned by mssql-cdc backfill "
-                        "(or the reference): its plan has no chunk tokens of this package's "
-                        "snapshot source. Go on with that backfill until it reports done")
-                self.plan = d
+                chunks = d.get("chunks")
+                if not (isinstance(chunks, list) and chunks and isinstance(d.get("keys"), list)
+                        and all(isinstance(c, list) and len(c) == 2 for c in chunks)) or (
+                        "tokens" in d and not (isinstance(d["tokens"], list)
+                                               and len(d["tokens"]) == len(chunks))):
+                    raise ValueError(f"{self.plans}: the plan of snapshot {self.s} has no "
+                                     "chunks [lo, hi] and keys (or tokens not one a chunk): "
+                                     "the plans table is damaged")
+                self.plan = d  # ours keeps tokens; mssql-cdc backfill's has bounds only
             elif event == "snapshot_chunk":
                 self.planned.setdefault(int(d["wave"]), []).append(d)
+            elif event == "snapshot_open":
+                if isinstance(d.get("keys"), list):
+                    self.open_keys = d["keys"]
+                if isinstance(d.get("plan"), dict):  # the key extent the CLI's open read
+                    self.open_extent = d["plan"]
         from pyspark.sql import functions as F
         rows = (tables.read(self.spark, self.facts_table)
                 .where((F.col("app_id") == self.sink)
@@ -214,6 +268,13 @@ class _Run:
             _, tokens = plan_snapshot({**self.source.source_options(), **self.extra}, rows)
             parts = [_plan_detail(t) for t in tokens]
             keys = parts[0][0]
+            if self.open_keys is not None and not _same_keys(keys, self.open_keys):
+                raise ValueError(
+                    f"snapshot {self.s} cuts its chunks on {json.dumps(self.open_keys)}, "
+                    f"but this backfill would cut them on {json.dumps(keys)} (its snapshotKeys "
+                    "option, else the capture instance's unique index): a plan stays on the "
+                    "columns it opened with. Set snapshotKeys as when it opened, or take a new "
+                    "snapshot. Nothing was written")
             kind = "int" if len(keys) == 1 and all(
                 b is None or type(b) is int for _, lo, hi in parts for b in (lo, hi)) \
                 else "keyset"
@@ -251,13 +312,42 @@ class _Run:
         rounds = min(rounds, float(self.total() or 1))
         return self.k * max(1, int(rounds))
 
+    def _max_bound(self) -> Any:
+        """The largest key a keyset plan was cut below (the CLI's open records
+        it), past which its last chunk's end is sought again; else None."""
+        e = self.open_extent or {}
+        return e.get("max") if e.get("kind") == "keyset" else None
+
+    def tokens(self, chunks: dict[int, list[Any]], max_bound: Any = None) -> dict[int, str]:
+        """Tokens of these chunks ({chunk: [lo, hi]}): the plan's own when it
+        keeps them (ours), else made by the library from the plan's bounds
+        with these in place (a plan of mssql-cdc backfill's)."""
+        assert self.plan is not None
+        if "tokens" in self.plan:
+            return {i: self.plan["tokens"][i] for i in chunks}
+        from .spark import plan_chunks
+        bounds = [list(c) for c in self.plan["chunks"]]
+        for i, c in chunks.items():
+            bounds[i] = list(c)
+        made = plan_chunks({**self.source.source_options(), **self.extra}, self.plan["keys"],
+                           bounds, max_bound)
+        return {i: made[i] for i in chunks}
+
     def plan_wave(self, n: int, first: int, width: int) -> list[dict[str, Any]]:
-        """Wave n's chunks as plans rows (what another run planned first stands)."""
+        """Wave n's chunks as plans rows (what another run planned first stands).
+        A keyset plan's last chunk, open above, ends at the first key after
+        the plan's MAX now, as `mssql-cdc backfill` seeks it (when the open
+        recorded MAX)."""
         assert self.plan is not None
         total = len(self.plan["chunks"])
-        rows = [{"snapshot": self.s, "chunk": i, "wave": n, "lo": self.plan["chunks"][i][0],
-                 "hi": self.plan["chunks"][i][1], "last": i == total - 1}
-                for i in range(first, min(total, first + width))]
+        ids = range(first, min(total, first + width))
+        bounds = {i: list(self.plan["chunks"][i]) for i in ids}
+        if total - 1 in bounds and bounds[total - 1][1] is None and \
+                self._max_bound() is not None and "tokens" not in self.plan:
+            token = self.tokens({total - 1: bounds[total - 1]}, self._max_bound())[total - 1]
+            bounds[total - 1][1] = json.loads(token)["hi"]
+        rows = [{"snapshot": self.s, "chunk": i, "wave": n, "lo": bounds[i][0],
+                 "hi": bounds[i][1], "last": i == total - 1} for i in ids]
         df = self.spark.createDataFrame(
             [(self.s, "snapshot_chunk", json.dumps(r, separators=(",", ":"))) for r in rows],
             tables.PLANS_DDL)
@@ -285,12 +375,14 @@ class _Run:
         """Reads and records wave n; its seconds."""
         from pyspark.sql import functions as F
 
-        from .spark import CHUNK_TOKENS
+        from .spark import CHUNK_METRICS, CHUNK_TOKENS
         from .spark_stream import _write_bronze, bronze_rows
         assert self.plan is not None
         started, t0 = tables.utc_now(), time.monotonic()
         wave = sorted(wave, key=lambda c: c["chunk"])
         ids = [c["chunk"] for c in wave]
+        read: dict[int, tuple[float, float]] = {}  # chunk: (read_seconds, read_mb)
+        phases: dict[str, float] = {}
         got = self.held(ids) if resumed else None
         if got is not None:
             counts, stamp = got
@@ -304,23 +396,33 @@ class _Run:
                                  f"{self.s}: is this the database the snapshot was opened on "
                                  "(not a readable secondary, not a restored copy)? Nothing was "
                                  "written")
-            tokens = self.plan["tokens"]
+            tokens = self.tokens({c["chunk"]: [c["lo"], c["hi"]] for c in wave})
             chunk_tokens = json.dumps([[i, tokens[i]] for i in ids])
-            df = self.source._snapshot_source(stamp, **self.extra,
-                                              **{CHUNK_TOKENS: chunk_tokens})
+            own = {CHUNK_TOKENS: chunk_tokens}
+            if self.metrics_dir:
+                metrics.chunk_figures(self.metrics_dir, [])  # a killed run's files: gone
+                own[CHUNK_METRICS] = self.metrics_dir
+            df = self.source._snapshot_source(stamp, **self.extra, **own)
             out = bronze_rows(df, None, self.s, F.col("_chunk")).persist()
             try:
                 counts = {int(c): int(k) for c, k in out.groupBy("_chunk").count().collect()}
+                phases["read"] = time.monotonic() - t0
                 high = self.cdc._max_lsn()  # how far capture got after the read
+                if self.metrics_dir:  # the tasks have run: every chunk's file is in
+                    read = metrics.chunk_figures(self.metrics_dir, ids)
                 if sum(counts.values()):
                     meta = {"backfill": self.ledger, "wave": n, "lsn": stamp,
                             "attempt": str(uuid.uuid4()),
                             "chunks": [{"chunk": c["chunk"], "lo": c["lo"], "hi": c["hi"],
                                         "last": c["last"], "rows": counts.get(c["chunk"], 0),
-                                        "high_lsn": high, "read_seconds": None, "read_mb": None}
+                                        "high_lsn": high,
+                                        "read_seconds": read.get(c["chunk"], (None, None))[0],
+                                        "read_mb": read.get(c["chunk"], (None, None))[1]}
                                        for c in wave]}
+                    t1 = time.monotonic()
                     _write_bronze(out, self.target, self.ledger, n,
                                   json.dumps(meta, separators=(",", ":")))
+                    phases["bronze"] = time.monotonic() - t1
             finally:
                 out.unpersist()
         seconds = time.monotonic() - t0
@@ -332,18 +434,22 @@ class _Run:
             "max_commit_ts": datetime.fromisoformat(top) if top else None, "deletes": 0,
             "inserts": 0, "updates": 0, "started_at": started,
             "duration_ms": round(seconds * 1000), "event": "snapshot_chunk",
-            "target": self.target,
+            "target": self.target, "read_seconds": read.get(c["chunk"], (None, None))[0],
+            "read_mb": read.get(c["chunk"], (None, None))[1],
             "detail": json.dumps({"snapshot": self.s, "wave": n, "chunk": c["chunk"],
                                   "last": c["last"]}, separators=(",", ":"))} for c in wave]
+        t1 = time.monotonic()
         tables.write_facts(self.spark, self.facts_table, facts, self.chunks_id, n)
+        phases["facts"] = time.monotonic() - t1
         self.done = sorted(self.done + [{"chunk": c["chunk"], "wave": n,
                                          "rows": counts.get(c["chunk"], 0), "lsn": stamp,
                                          "duration_ms": round(seconds * 1000),
                                          "last": c["last"]} for c in wave],
                            key=lambda c: c["chunk"])
         log.info("mssql_cdc: backfill of %s (snapshot %s): wave %d in, chunks %d to %d of %d, "
-                 "%d rows in %.1f s", self.target, self.s, n, ids[0], ids[-1], self.total(),
-                 sum(counts.values()), seconds)
+                 "%d rows in %.1f s (%s)", self.target, self.s, n, ids[0], ids[-1], self.total(),
+                 sum(counts.values()), seconds,
+                 ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()) or "recorded")
         return seconds
 
     def complete(self) -> None:
@@ -385,6 +491,20 @@ def backfill(cdc: CdcStream, target: str, *, app_id: str, facts_table: str,
     # the newest open (of any generation, or a switch's): read as the newest instance
     run = _Run(cdc, target, app_id, facts_table, top, cdc.reading_newest(rows), extra)
     run.load()
+    run.metrics_dir, temporary = (None, False) if run.all_done() else \
+        _metrics_dir(cdc, app_id, run.s)
+    try:
+        return _waves(run, t0, chunk_rows, max_waves, max_seconds, target_wave_seconds,
+                      min_headroom_hours)
+    finally:
+        if temporary and run.metrics_dir:
+            shutil.rmtree(run.metrics_dir, ignore_errors=True)
+
+
+def _waves(run: _Run, t0: float, chunk_rows: int | None, max_waves: int | None,
+           max_seconds: float | None, target_wave_seconds: float | None,
+           min_headroom_hours: float | None) -> BackfillStatus:
+    """backfill()'s waves on the run's snapshot, then its completion."""
     if not run.all_done():
         waiting = run.throttle(min_headroom_hours) if run.plan is None else None
         if waiting:

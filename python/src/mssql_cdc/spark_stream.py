@@ -414,9 +414,14 @@ class CdcStream:
         lsn = offset["lsn"]
         detail = recovery.open_detail("chunked", kind, generation, lost_from, lost_to,
                                       switch_batch_id)
+        # the plans row also names the key the chunks are cut on, as the CLI's (whose
+        # backfill goes on from a plan of ours with it; the facts row leaves it out)
+        from .spark import snapshot_keys
+        whole = json.dumps({**json.loads(detail), "keys": snapshot_keys(self.source_options())},
+                           separators=(",", ":"))
         plans = f"{target}_snapshot_plans"
         tables.ensure(self.spark, plans, "plans", tables.PLANS_DDL)
-        tables.write(self.spark.createDataFrame([(lsn, "snapshot_open", detail)],
+        tables.write(self.spark.createDataFrame([(lsn, "snapshot_open", whole)],
                                                 tables.PLANS_DDL),
                      plans, f"{app_id}#snapopen.{lsn}", 0)
         txn, version = ((f"{app_id}#snapopen.{lsn}", 0) if at is not None
