@@ -745,7 +745,7 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
     while (rc == MCDC_OK) {
         bool more = with_c && change_key(m, &kc, &lc) && silver_key_cmp_fast(kc, lc, k, kn) == 0;
         const silver_rank *rk = more ? &m->c->rank[m->ci] : NULL;
-        int at = rk ? memcmp(rk->b, snap, 10) : 1;
+        int at = rk && !snap_done ? memcmp(rk->b, snap, 10) : 1; /* snap is set only then */
         if (!snap_done && (at > 0 || (at == 0 && silver_rank_op(rk) == 0))) {
             snap_done = true;
             if (at > 0 && m->cur && (!has_seen || memcmp(snap, seen, 10) > 0)) {

@@ -446,6 +446,7 @@ TEST(runtime_probe_refused_wakes_everyone_and_backs_off_doubling) {
     settle(&f);
     int before[MEMBERS];
     for (int i = 0; i < MEMBERS; i++) before[i] = atomic_load(&f.m[i].wakes);
+    int64_t rounds_before = fake_rounds(&f.db);
     fake_refuse(&f.db, true);
     /* the refused round wakes every sleeper: each polls on its own */
     bool all = false;
@@ -457,8 +458,17 @@ TEST(runtime_probe_refused_wakes_everyone_and_backs_off_doubling) {
     CHECK(all);
     for (int i = 0; i < MEMBERS; i++) CHECK(atomic_load(&f.m[i].wakes) > before[i]);
     /* the back-off: 2 s after the first refusal, then 4, 8 (the test's
-     * clock jumps rather than the test sleeping) */
-    int64_t wait_ms = MCDC_PROBE_RETRY_FIRST_MS;
+     * clock jumps rather than the test sleeping). Its clock runs with the
+     * real one too: a slow run (valgrind) may see the 2 s pass, and a
+     * second refused round, before every member has polled; so the turns
+     * start from the retry the rounds so far have reached, one doubling of
+     * MCDC_PROBE_RETRY_FIRST_MS per refused round */
+    int64_t wait_ms = state_of(&f).retry_ms / 2, doublings = 1;
+    int64_t refused_rounds = fake_rounds(&f.db) - rounds_before;
+    for (int64_t w = MCDC_PROBE_RETRY_FIRST_MS; w < wait_ms; w *= 2) doublings++;
+    CHECK(wait_ms >= MCDC_PROBE_RETRY_FIRST_MS && wait_ms * 2 <= MCDC_PROBE_RETRY_MOST_MS / 8);
+    CHECK_EQ_INT(MCDC_PROBE_RETRY_FIRST_MS << (doublings - 1), wait_ms);
+    CHECK(doublings <= refused_rounds);
     for (int turn = 0; turn < 3; turn++) {
         int64_t r0 = fake_rounds(&f.db);
         mcdc_probe_state s = state_of(&f);
