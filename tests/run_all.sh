@@ -46,17 +46,21 @@ JVM_TESTS="test_apply_peer test_apply_scd2 test_colmap_interop test_dv_interop t
   test_spark_guards test_spark_interop test_spark_sources test_types_e2e"
 interop_suite() {
   local py=.venv/bin/python jvm=() rest=() f tmp
-  if [ "$JOBS" -lt 2 ]; then
-    "$py" -m pytest -q --durations=25 tests/interop
-    return
-  fi
   for f in tests/interop/test_*.py; do
     if [[ " $(echo $JVM_TESTS) " == *" $(basename "$f" .py) "* ]]; then jvm+=("$f"); else rest+=("$f"); fi
   done
+  if [ "$JOBS" -lt 2 ] || [ ${#jvm[@]} -eq 0 ] || [ ${#rest[@]} -eq 0 ]; then
+    "$py" -m pytest -q --durations=25 tests/interop
+    return
+  fi
   tmp=$(mktemp -d)
-  "$py" -m pytest -q --durations=15 --basetemp="$tmp/jvm" "${jvm[@]}" >"$tmp/jvm.log" 2>&1 &
+  # a command a script starts with & ignores SIGINT, and so would the jobs the
+  # tests interrupt (KeyboardInterrupt in the Python package's tests): reset it
+  env --default-signal=INT "$py" -m pytest -q --durations=15 --basetemp="$tmp/jvm" "${jvm[@]}" \
+    >"$tmp/jvm.log" 2>&1 &
   local a=$!
-  "$py" -m pytest -q --durations=15 --basetemp="$tmp/rest" "${rest[@]}" >"$tmp/rest.log" 2>&1 &
+  env --default-signal=INT "$py" -m pytest -q --durations=15 --basetemp="$tmp/rest" "${rest[@]}" \
+    >"$tmp/rest.log" 2>&1 &
   local b=$!
   wait "$a"; local ra=$?
   wait "$b"; local rb=$?
