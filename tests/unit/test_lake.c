@@ -686,6 +686,71 @@ static int roll_attempt(mcdc_table *t, bool *skipped, mcdc_error *e) {
     return rc;
 }
 
+/* The appender's fault sweep: for a data file's write, the log's commit
+ * put and a writer's opening in turn, attempt runs on a fresh table
+ * (NAME/tN) with that call's nth failing, nth 0 (none: the calls are
+ * counted) and then about spread of them up to the count. A failed attempt
+ * must have hit the fault, say so and leave no data file; its rerun must
+ * commit; then check looks at the table. Returns how many attempts failed;
+ * *min_calls: the fewest calls counted of any kind. */
+typedef int append_attempt_fn(mcdc_table *t, bool *skipped, mcdc_error *e);
+static int append_fault_sweep(mcdc_storage_mem *mem, const char *name, int64_t spread,
+                              append_attempt_fn *attempt, void (*check)(mcdc_table *t),
+                              int64_t *min_calls) {
+    mcdc_storage_env env = mcdc_storage_mem_env(mem);
+    mcdc_error e = MCDC_ERROR_INIT;
+    const mcdc_storage_op ops[] = {MCDC_STORAGE_OP_WRITE, MCDC_STORAGE_OP_COMMIT_PUT,
+                                   MCDC_STORAGE_OP_WRITER_OPEN};
+    int tables = 0, failed = 0;
+    *min_calls = INT64_MAX;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        int64_t calls = 0, step = 1;
+        for (int64_t nth = 0; nth <= calls; nth += nth ? step : 1) {
+            char where[64];
+            snprintf(where, sizeof where, "mem://%s/t%d", name, tables++);
+            mcdc_table *t = NULL;
+            CHECK_EQ_INT(mcdc_table_open_env(&t, &env, where, NULL, &e), MCDC_OK);
+            if (t == NULL) break;
+            int64_t c0 = mcdc_storage_mem_calls(mem, ops[k]);
+            if (nth > 0) mcdc_storage_mem_fail_nth(mem, ops[k], nth, MCDC_E_IO);
+            bool skipped = false;
+            int rc = attempt(t, &skipped, &e);
+            if (nth == 0) {
+                calls = mcdc_storage_mem_calls(mem, ops[k]) - c0;
+                step = calls / spread > 1 ? calls / spread : 1;
+            }
+            bool fired = nth > 0 && mcdc_storage_mem_fault_fired(mem);
+            mcdc_storage_mem_fail_nth(mem, ops[k], 0, MCDC_OK);
+            CHECK(nth == 0 || fired);
+            CHECK(nth == 0 || rc != MCDC_OK); /* a data file's write or publication */
+            if (rc != MCDC_OK) {
+                failed++;
+                CHECK(strstr(e.message, "injected fault") != NULL);
+                CHECK_EQ_INT(roll_objects(t), 0);
+                rc = attempt(t, &skipped, &e); /* the rerun */
+            }
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK(!skipped);
+            check(t);
+            mcdc_table_close(t);
+        }
+        if (calls < *min_calls) *min_calls = calls;
+    }
+    return failed;
+}
+
+static void roll_check(mcdc_table *t) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(roll_objects(t), ROLL_FILES);
+    mcdc_batch *all = NULL;
+    int64_t version;
+    CHECK_EQ_INT(mcdc_table_read_all(t, &all, &version, &e), MCDC_OK);
+    CHECK_EQ_INT(all ? all->rows : 0, ROLL_FILES * 3);
+    for (int64_t r = 0; all && r < all->rows; r++)
+        CHECK_EQ_INT(mcdc_row_get(all, r, MCDC_F_BATCH_ID).i, r / 3);
+    mcdc_batch_free(all);
+}
+
 /* Every full file is published (fsync, then visible) on the appender's
  * thread while the next one is written: the commit names all of them, in
  * the order written. A write (about 16 of them, spread over the files) and
@@ -699,52 +764,10 @@ TEST(lake_append_closes_full_files_behind) {
     mcdc_storage_mem *mem = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(mcdc_storage_mem_create(&mem, "roll", &e), MCDC_OK);
-    mcdc_storage_env env = mcdc_storage_mem_env(mem);
-    const mcdc_storage_op ops[] = {MCDC_STORAGE_OP_WRITE, MCDC_STORAGE_OP_COMMIT_PUT,
-                                   MCDC_STORAGE_OP_WRITER_OPEN};
-    int tables = 0, failed = 0;
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
-        int64_t calls = 0, step = 1;
-        /* writes: a Parquet file makes dozens; about 16 of them, spread */
-        for (int64_t nth = 0; nth <= calls; nth += nth ? step : 1) {
-            char where[64];
-            snprintf(where, sizeof where, "mem://roll/t%d", tables++);
-            mcdc_table *t = NULL;
-            CHECK_EQ_INT(mcdc_table_open_env(&t, &env, where, NULL, &e), MCDC_OK);
-            if (t == NULL) break;
-            mcdc_storage_op op = ops[k];
-            int64_t c0 = mcdc_storage_mem_calls(mem, op);
-            if (nth > 0) mcdc_storage_mem_fail_nth(mem, op, nth, MCDC_E_IO);
-            bool skipped = false;
-            int rc = roll_attempt(t, &skipped, &e);
-            if (nth == 0) {
-                calls = mcdc_storage_mem_calls(mem, op) - c0;
-                step = calls / 16 > 1 ? calls / 16 : 1;
-            }
-            bool fired = nth > 0 && mcdc_storage_mem_fault_fired(mem);
-            mcdc_storage_mem_fail_nth(mem, op, 0, MCDC_OK);
-            CHECK(nth == 0 || fired);
-            CHECK(nth == 0 || rc != MCDC_OK); /* a data file's write or publication */
-            if (rc != MCDC_OK) {
-                failed++;
-                CHECK(strstr(e.message, "injected fault") != NULL);
-                CHECK_EQ_INT(roll_objects(t), 0);
-                rc = roll_attempt(t, &skipped, &e); /* the rerun */
-            }
-            CHECK_EQ_INT(rc, MCDC_OK);
-            CHECK(!skipped);
-            CHECK_EQ_INT(roll_objects(t), ROLL_FILES);
-            mcdc_batch *all = NULL;
-            int64_t version;
-            CHECK_EQ_INT(mcdc_table_read_all(t, &all, &version, &e), MCDC_OK);
-            CHECK_EQ_INT(all ? all->rows : 0, ROLL_FILES * 3);
-            for (int64_t r = 0; all && r < all->rows; r++)
-                CHECK_EQ_INT(mcdc_row_get(all, r, MCDC_F_BATCH_ID).i, r / 3);
-            mcdc_batch_free(all);
-            mcdc_table_close(t);
-        }
-        CHECK(calls >= ROLL_FILES);
-    }
+    /* writes: a Parquet file makes dozens; about 16 of them, spread */
+    int64_t calls = 0;
+    int failed = append_fault_sweep(mem, "roll", 16, roll_attempt, roll_check, &calls);
+    CHECK(calls >= ROLL_FILES);
     CHECK(failed >= 16 + ROLL_FILES);
     mcdc_storage_mem_release(mem);
 }
@@ -797,6 +820,21 @@ static int lanes_file(void *ctx, const char *stats, mcdc_error *err) {
     return MCDC_OK;
 }
 
+static int lanes_attempt_all(mcdc_table *t, bool *skipped, mcdc_error *e) {
+    return lanes_attempt(t, false, skipped, e);
+}
+
+static void lanes_check(mcdc_table *t) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    lanes_acc x = {.apart = true};
+    CHECK_EQ_INT(mcdc_table_each_file_stats(t, lanes_file, &x, &e), MCDC_OK);
+    CHECK(x.apart);
+    CHECK_EQ_INT(x.rows, LANES * LANE_BATCHES * 3);
+    CHECK_EQ_INT(x.files, LANES * 3);
+    CHECK_EQ_INT(roll_objects(t), LANES * 3);
+    for (int l = 0; l < LANES; l++) CHECK_EQ_INT(x.per_lane[l], 3);
+}
+
 /* An appender of several lanes keeps a data file open for each: every
  * batch goes into its lane's file at once, each lane's files fill to the
  * full size and hold its rows only (their key ranges apart), and the
@@ -823,46 +861,9 @@ TEST(lake_append_lanes_each_into_files_of_their_own) {
     CHECK_EQ_INT(mcdc_appender_open(&a, NULL, b->schema, &over, &e), MCDC_E_LIMIT);
     CHECK(a == NULL);
     mcdc_batch_free(b);
-    const mcdc_storage_op ops[] = {MCDC_STORAGE_OP_WRITE, MCDC_STORAGE_OP_COMMIT_PUT,
-                                   MCDC_STORAGE_OP_WRITER_OPEN};
-    int tables = 0, failed = 0;
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
-        int64_t calls = 0, step = 1;
-        for (int64_t nth = 0; nth <= calls; nth += nth ? step : 1) {
-            char where[64];
-            snprintf(where, sizeof where, "mem://lanes/t%d", tables++);
-            CHECK_EQ_INT(mcdc_table_open_env(&t, &env, where, NULL, &e), MCDC_OK);
-            if (t == NULL) break;
-            int64_t c0 = mcdc_storage_mem_calls(mem, ops[k]);
-            if (nth > 0) mcdc_storage_mem_fail_nth(mem, ops[k], nth, MCDC_E_IO);
-            int rc = lanes_attempt(t, false, &skipped, &e);
-            if (nth == 0) {
-                calls = mcdc_storage_mem_calls(mem, ops[k]) - c0;
-                step = calls / 12 > 1 ? calls / 12 : 1;
-            }
-            bool fired = nth > 0 && mcdc_storage_mem_fault_fired(mem);
-            mcdc_storage_mem_fail_nth(mem, ops[k], 0, MCDC_OK);
-            CHECK(nth == 0 || fired);
-            CHECK(nth == 0 || rc != MCDC_OK);
-            if (rc != MCDC_OK) {
-                failed++;
-                CHECK(strstr(e.message, "injected fault") != NULL);
-                CHECK_EQ_INT(roll_objects(t), 0);
-                rc = lanes_attempt(t, false, &skipped, &e); /* the rerun */
-            }
-            CHECK_EQ_INT(rc, MCDC_OK);
-            CHECK(!skipped);
-            lanes_acc x = {.apart = true};
-            CHECK_EQ_INT(mcdc_table_each_file_stats(t, lanes_file, &x, &e), MCDC_OK);
-            CHECK(x.apart);
-            CHECK_EQ_INT(x.rows, LANES * LANE_BATCHES * 3);
-            CHECK_EQ_INT(x.files, LANES * 3);
-            CHECK_EQ_INT(roll_objects(t), LANES * 3);
-            for (int l = 0; l < LANES; l++) CHECK_EQ_INT(x.per_lane[l], 3);
-            mcdc_table_close(t);
-        }
-        CHECK(calls >= LANES * 3);
-    }
+    int64_t calls = 0;
+    int failed = append_fault_sweep(mem, "lanes", 12, lanes_attempt_all, lanes_check, &calls);
+    CHECK(calls >= LANES * 3);
     CHECK(failed >= 2 * 12 + LANES * 3);
     mcdc_storage_mem_release(mem);
 }
