@@ -108,11 +108,22 @@ int cli_exit_code(int status);
 int cli_fail(const mcdc_error *e);
 /* The exit code 'mssql-cdc backfill' gives a state (0, 14 to 17). */
 int cli_backfill_exit(mcdc_backfill_state s);
-/* Until cli_stop_signals_end: SIGINT and SIGTERM ask the job that holds
- * stop to stop (mcdc_stop_request, one atomic store: safe in a handler).
- * The job then returns MCDC_E_CANCELLED before its next commit. */
-void cli_stop_signals_begin(mcdc_stop *stop);
+/* SIGINT and SIGTERM, from cli_stop_signals_begin to cli_stop_signals_end,
+ * ask the command's one job to stop. The job is named with
+ * cli_stop_signals_job once it exists: stop(job) must be safe in a signal
+ * handler (the library's request_stop calls and mcdc_stop_request are one
+ * atomic store). A signal that came before the job was named is not lost:
+ * naming the job then asks it at once. */
+typedef void (*cli_stop_fn)(void *job);
+void cli_stop_signals_begin(void);
+void cli_stop_signals_job(cli_stop_fn stop, void *job);
 void cli_stop_signals_end(void);
+/* The stop functions of the library's jobs, as cli_stop_fn. */
+void cli_stop_request(void *stop);        /* mcdc_stop */
+void cli_stop_stream(void *stream);       /* mcdc_stream */
+void cli_stop_apply(void *apply);         /* mcdc_apply */
+void cli_stop_backfill(void *backfill);   /* mcdc_backfill */
+void cli_stop_reconcile(void *reconcile); /* mcdc_reconcile */
 /* Prints "mssql-cdc: <fmt with arg>" and the --help hint; returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, const char *arg);
 

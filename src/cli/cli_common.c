@@ -33,17 +33,24 @@ int cli_exit_code(int status) {
     }
 }
 
-/* The stop SIGINT/SIGTERM request (the command's one job: the CLI's own
- * state, not the library's). */
-static mcdc_stop *volatile g_stop;
+/* What SIGINT/SIGTERM stop: the command's one job (the CLI's own state, not
+ * the library's). g_job is written before g_stop_fn, and a handler that
+ * sees the function sees its job. */
+static volatile sig_atomic_t g_signalled;
+static void *volatile g_job;
+static volatile cli_stop_fn g_stop_fn;
 
 static void stop_on_signal(int sig) {
     (void)sig;
-    mcdc_stop_request(g_stop);
+    g_signalled = 1;
+    cli_stop_fn stop = g_stop_fn;
+    if (stop) stop(g_job);
 }
 
-void cli_stop_signals_begin(mcdc_stop *stop) {
-    g_stop = stop;
+void cli_stop_signals_begin(void) {
+    g_stop_fn = NULL;
+    g_job = NULL;
+    g_signalled = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = stop_on_signal;
@@ -51,11 +58,26 @@ void cli_stop_signals_begin(mcdc_stop *stop) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+void cli_stop_signals_job(cli_stop_fn stop, void *job) {
+    g_stop_fn = NULL;
+    g_job = job;
+    g_stop_fn = stop;
+    /* a signal before the job existed: asked now (asking twice is harmless) */
+    if (g_signalled && stop && job) stop(job);
+}
+
 void cli_stop_signals_end(void) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    g_stop = NULL;
+    g_stop_fn = NULL;
+    g_job = NULL;
 }
+
+void cli_stop_request(void *stop) { mcdc_stop_request(stop); }
+void cli_stop_stream(void *stream) { mcdc_stream_request_stop(stream); }
+void cli_stop_apply(void *apply) { mcdc_apply_request_stop(apply); }
+void cli_stop_backfill(void *backfill) { mcdc_backfill_request_stop(backfill); }
+void cli_stop_reconcile(void *reconcile) { mcdc_reconcile_request_stop(reconcile); }
 
 int cli_fail(const mcdc_error *e) {
     const char *kind = mcdc_status_kind(e->code);

@@ -112,13 +112,6 @@ static const char APPLY_HELP_END[] =
     "apply; 21 the key is not unique (give the table's real unique key with --keys);\n"
     "others as for stream.\n";
 
-static mcdc_apply *volatile g_running;
-
-static void on_signal(int sig) {
-    (void)sig;
-    if (g_running) mcdc_apply_request_stop(g_running);
-}
-
 /* ctx: the progress whose line a pass's JSON line must not follow (NULL:
  * none drawn). */
 static void print_pass(void *ctx, const mcdc_apply_result *r) {
@@ -257,11 +250,6 @@ int cmd_apply(int argc, char **argv) {
     const char *tmp = getenv("TMPDIR");
     if (cfg.scratch_dir == NULL && cli_location_remote(cfg.target, cfg.warehouse))
         cfg.scratch_dir = tmp && *tmp ? tmp : "/tmp";
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     bool long_running = cfg.trigger == MCDC_TRIGGER_DEFAULT ||
                         cfg.trigger == MCDC_TRIGGER_PROCESSING_TIME;
     mcdc_apply *ap = NULL;
@@ -269,12 +257,13 @@ int cmd_apply(int argc, char **argv) {
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
                             &cfg.log_user);
     if (rc != EXIT_OK) goto out;
+    cli_stop_signals_begin();
     int r = mcdc_apply_create(&ap, opts, &cfg, &e);
     if (r == MCDC_OK) {
-        g_running = ap;
+        cli_stop_signals_job(cli_stop_apply, ap);
         r = mcdc_apply_run(ap, long_running ? print_pass : NULL, &prog, &res, &e);
-        g_running = NULL;
     }
+    cli_stop_signals_end();
     mcdc_apply_free(ap);
     cli_progress_end(&prog);
     if (r) {

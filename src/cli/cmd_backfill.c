@@ -59,13 +59,6 @@ static const char BACKFILL_HELP[] =
     "options of another table than T's rows, 12\n"
     "another backfill of the same snapshot planned a wave first, ...).\n";
 
-static mcdc_backfill *volatile g_running;
-
-static void on_signal(int sig) {
-    (void)sig;
-    if (g_running) mcdc_backfill_request_stop(g_running);
-}
-
 /* Seconds a flag may say: a year (more is a typo). Hours of headroom: the
  * most retention CDC keeps, 52,494,800 minutes. */
 #define BACKFILL_SECONDS_MAX 31536000.0
@@ -151,22 +144,18 @@ int cmd_backfill(int argc, char **argv) {
         goto out;
     }
     if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     mcdc_backfill *b = NULL;
     mcdc_backfill_status st = {.size = sizeof st};
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
                             &cfg.log_user);
     if (rc != EXIT_OK) goto out;
+    cli_stop_signals_begin();
     int r = mcdc_backfill_create(&b, opts, &cfg, &e);
     if (r == MCDC_OK) {
-        g_running = b;
+        cli_stop_signals_job(cli_stop_backfill, b);
         r = mcdc_backfill_run(b, &st, &e);
-        g_running = NULL;
     }
+    cli_stop_signals_end();
     mcdc_backfill_free(b);
     cli_progress_end(&prog);
     if (r) {

@@ -99,14 +99,6 @@ static const char RECONCILE_HELP_EXIT[] =
     "others as for stream.\n";
 
 
-/* The run SIGINT/SIGTERM ask to stop (before its report is written). */
-static mcdc_reconcile *volatile g_running;
-
-static void on_signal(int sig) {
-    (void)sig;
-    if (g_running) mcdc_reconcile_request_stop(g_running);
-}
-
 int cmd_reconcile(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_opts *opts;
@@ -196,16 +188,10 @@ int cmd_reconcile(int argc, char **argv) {
     if (rc != EXIT_OK) goto out;
     int st = mcdc_reconcile_create(&r, opts, &cfg, &e);
     if (st == MCDC_OK) {
-        g_running = r;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
+        cli_stop_signals_begin();
+        cli_stop_signals_job(cli_stop_reconcile, r);
         st = mcdc_reconcile_run(r, &res, &e);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        g_running = NULL;
+        cli_stop_signals_end();
     }
     cli_progress_end(&prog);
     if (st) {

@@ -174,7 +174,8 @@ int cmd_repair(int argc, char **argv) {
     int st = mcdc_stop_create(&stop, &e);
     if (st == MCDC_OK) {
         cfg.stop = stop;
-        cli_stop_signals_begin(stop);
+        cli_stop_signals_begin();
+        cli_stop_signals_job(cli_stop_request, stop);
         st = mcdc_repair_run(opts, &cfg, &res, &e);
         cli_stop_signals_end();
     }

@@ -111,7 +111,8 @@ int cmd_seed(int argc, char **argv) {
     int st = mcdc_stop_create(&stop, &e);
     if (st == MCDC_OK) {
         cfg.stop = stop;
-        cli_stop_signals_begin(stop);
+        cli_stop_signals_begin();
+        cli_stop_signals_job(cli_stop_request, stop);
         st = mcdc_seed(&off, &rows, &written, opts, &cfg, &e);
         cli_stop_signals_end();
     }

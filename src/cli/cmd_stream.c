@@ -124,14 +124,6 @@ static const char STREAM_HELP_SOURCE[] =
     "DIR/_mssql_cdc_lock, which a killed process does not keep), 13 the server\n"
     "refused the login.\n";
 
-/* The stream a signal stops (set while it runs). */
-static mcdc_stream *volatile g_running;
-
-static void on_signal(int sig) {
-    (void)sig;
-    mcdc_stream_request_stop(g_running);
-}
-
 int cmd_stream(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_opts *opts;
@@ -173,23 +165,19 @@ int cmd_stream(int argc, char **argv) {
     }
     if (mcdc_opts_check_required(opts, &e)) { rc = cli_fail(&e); goto out; }
     pc.name = cfg.query_name ? cfg.query_name : cfg.app_id;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     mcdc_stream *stream = NULL;
     if (pc.quiet && mode == CLI_PROGRESS_AUTO) mode = CLI_PROGRESS_NONE;
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
                             &cfg.log_user);
     if (rc != EXIT_OK) goto out;
+    cli_stop_signals_begin();
     int st = mcdc_stream_create(&stream, opts, &cfg, &e);
     if (st == MCDC_OK) {
-        g_running = stream;
+        cli_stop_signals_job(cli_stop_stream, stream);
         st = mcdc_stream_run(stream, cli_batch_report, &pc, &e);
-        g_running = NULL;
     }
+    cli_stop_signals_end();
     mcdc_stream_free(stream);
     cli_progress_end(&prog);
     rc = st ? cli_fail(&e) : EXIT_OK;
