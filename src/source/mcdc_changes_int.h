@@ -163,6 +163,13 @@ mcdc_source_read mcdc_changes__source_read(const mcdc_changes *c, mcdc_isolation
  * caller's to fill (mcdc_reader_fill_snapshot_stamp). */
 mcdc_snapshot_query mcdc_changes__snapshot_query(const mcdc_changes *c, char *const *source_names,
                                                  mcdc_isolation iso);
+/* The next batch of a snapshot query's result res: at most rows_max rows,
+ * each stamped with the snapshot's LSN text and commit time, its captured
+ * columns' reads finished and its capture instance filled, sealed. *out is
+ * NULL (and *rows 0) once res has no more rows. */
+int mcdc_changes__snapshot_batch(mcdc_batch **out, int64_t *rows, const mcdc_changes *c,
+                                 mcdc_result *res, int64_t rows_max, const char *lsn_text,
+                                 bool has_ts, int64_t commit_us, mcdc_error *err);
 /* Back to READ COMMITTED on the control connection after reads under
  * SNAPSHOT (the session keeps its level; CDC's own queries do not need it). */
 void mcdc_changes__control_read_committed(mcdc_changes *c, const mcdc_source_read *rd);

@@ -138,7 +138,6 @@ int mcdc_changes_point_read(mcdc_changes *c, const json_t *key_names, const json
     char lsn_text[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn_format(lsn, lsn_text);
     mcdc_snapshot_query q = mcdc_changes__snapshot_query(c, names, MCDC_ISO_READ_COMMITTED);
-    int32_t first = c->schema->n_fields - c->captured->n_fields;
     int per_query = MCDC_POINT_READ_KEYS;
     int cast_cols = 0;
     for (int i = 0; rc == MCDC_OK && i < k.n; i++)
@@ -162,19 +161,9 @@ int mcdc_changes_point_read(mcdc_changes *c, const json_t *key_names, const json
         while (rc == MCDC_OK) {
             mcdc_batch *b = NULL;
             int64_t got = 0;
-            rc = mcdc_batch_create(&b, c->schema, rows_max, err);
-            if (rc == MCDC_OK)
-                rc = mcdc_result_fetch(res, b, first, rows_max, c->ropt.batch_bytes_max, &got, err);
-            if (rc == MCDC_OK && got > 0)
-                rc = mcdc_reader_fill_snapshot_stamp(b, first, lsn_text, has_ts, commit_us, got, err);
-            if (rc == MCDC_OK && got > 0)
-                rc = mcdc_reader_finish_reads(b, first, c->reads, c->captured->n_fields, err);
-            if (rc == MCDC_OK && got > 0) rc = mcdc_reader_fill_capture_instance(b, c->ci, got, err);
-            if (rc == MCDC_OK && got > 0) rc = mcdc_batch_seal(b, err);
-            if (rc != MCDC_OK || got == 0) {
-                mcdc_batch_free(b);
-                break;
-            }
+            rc = mcdc_changes__snapshot_batch(&b, &got, c, res, rows_max, lsn_text, has_ts,
+                                              commit_us, err);
+            if (rc != MCDC_OK || b == NULL) break;
             rc = fn(ctx, b, err); /* fn owns b */
         }
         mcdc_result_free(res);

@@ -502,23 +502,12 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
                             params.n, err);
     if (rc) mcdc_source_read_hint(err);
     int64_t rows_max = c->ropt.batch_rows > 0 ? c->ropt.batch_rows : 10000;
-    int32_t first = c->schema->n_fields - c->captured->n_fields;
     while (rc == MCDC_OK) {
         mcdc_batch *b = NULL;
         int64_t n = 0;
-        rc = mcdc_batch_create(&b, c->schema, rows_max, err);
-        if (rc == MCDC_OK)
-            rc = mcdc_result_fetch(res, b, first, rows_max, c->ropt.batch_bytes_max, &n, err);
-        if (rc == MCDC_OK && n > 0)
-            rc = mcdc_reader_fill_snapshot_stamp(b, first, lsn_text, has_ts, commit_us, n, err);
-        if (rc == MCDC_OK && n > 0)
-            rc = mcdc_reader_finish_reads(b, first, c->reads, c->captured->n_fields, err);
-        if (rc == MCDC_OK && n > 0) rc = mcdc_reader_fill_capture_instance(b, c->ci, n, err);
-        if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(b, err);
-        if (rc != MCDC_OK || n == 0) {
-            mcdc_batch_free(b);
-            break;
-        }
+        rc = mcdc_changes__snapshot_batch(&b, &n, c, res, rows_max, lsn_text, has_ts, commit_us,
+                                          err);
+        if (rc != MCDC_OK || b == NULL) break;
         m->rows += n;
         m->bytes += mcdc_batch_bytes(b);
         rc = fn(ctx, b, err); /* fn owns b */
@@ -535,6 +524,34 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
         mcdc_error_wrap(err, "reading the rows of %s.%s for a snapshot", c->source_schema,
                         c->source_table);
     return rc;
+}
+
+int mcdc_changes__snapshot_batch(mcdc_batch **out, int64_t *rows, const mcdc_changes *c,
+                                 mcdc_result *res, int64_t rows_max, const char *lsn_text,
+                                 bool has_ts, int64_t commit_us, mcdc_error *err) {
+    MCDC_ASSERT(out && rows && c && res && rows_max > 0 && lsn_text);
+    *out = NULL;
+    *rows = 0;
+    int32_t first = c->schema->n_fields - c->captured->n_fields;
+    mcdc_batch *b = NULL;
+    int64_t n = 0;
+    int rc = mcdc_batch_create(&b, c->schema, rows_max, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_result_fetch(res, b, first, rows_max, c->ropt.batch_bytes_max, &n, err);
+    if (rc == MCDC_OK && n > 0)
+        rc = mcdc_reader_fill_snapshot_stamp(b, first, lsn_text, has_ts, commit_us, n, err);
+    if (rc == MCDC_OK && n > 0)
+        rc = mcdc_reader_finish_reads(b, first, c->reads, c->captured->n_fields, err);
+    if (rc == MCDC_OK && n > 0) rc = mcdc_reader_fill_capture_instance(b, c->ci, n, err);
+    if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(b, err);
+    if (rc != MCDC_OK || n == 0) {
+        mcdc_batch_free(b);
+        return rc;
+    }
+    MCDC_ASSERT(n <= rows_max);
+    *out = b;
+    *rows = n;
+    return MCDC_OK;
 }
 
 mcdc_snapshot_query mcdc_changes__snapshot_query(const mcdc_changes *c, char *const *source_names,
