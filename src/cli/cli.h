@@ -157,6 +157,11 @@ const char *cli_value(int argc, char **argv, int *i);
  * option (cli_storage_option). Returns 1 when it was one (its value
  * consumed; *rc set to an exit code on a bad one), else 0. */
 int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc);
+/* An option every source job takes at argv[*i]: --verbose (*level becomes
+ * MCDC_LOG_INFO), a progress option (cli_progress_option) or a source
+ * option (cli_source_option). Returns as cli_source_option. */
+int cli_job_option(mcdc_opts *opts, int argc, char **argv, int *i, cli_progress_mode *mode,
+                   mcdc_log_level *level, int *rc);
 /* A storage option at argv[*i]: --storage-option NAME=VALUE (NAME one of
  * mcdc_opts_storage_names, any case) or --options-file FILE (its [storage]
  * section; the commands that read no source ignore its source options).

@@ -204,6 +204,16 @@ int cli_storage_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc) 
     return 1;
 }
 
+int cli_job_option(mcdc_opts *opts, int argc, char **argv, int *i, cli_progress_mode *mode,
+                   mcdc_log_level *level, int *rc) {
+    if (strcmp(argv[*i], "--verbose") == 0) {
+        *level = MCDC_LOG_INFO;
+        return 1;
+    }
+    return cli_progress_option(argc, argv, i, mode, rc) ||
+           cli_source_option(opts, argc, argv, i, rc);
+}
+
 int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc) {
     if (cli_storage_option(opts, argc, argv, i, rc)) return 1;
     const char *a = argv[*i];

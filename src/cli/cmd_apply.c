@@ -225,11 +225,7 @@ int cmd_apply(int argc, char **argv) {
             NEEDV();
             if ((rc = cli_parse_int(a, v, 1, APPLY_FILE_ROWS_MAX, &cfg.file_rows)) != EXIT_OK)
                 goto out;
-        } else if (strcmp(a, "--verbose") == 0) {
-            cfg.log_level = MCDC_LOG_INFO;
-        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
-            if (rc) goto out;
-        } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
+        } else if (cli_job_option(opts, argc, argv, &i, &mode, &cfg.log_level, &rc)) {
             if (rc) goto out;
         } else {
             rc = cli_usage_error("apply: unknown argument '%s'", a);

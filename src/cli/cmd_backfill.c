@@ -128,11 +128,7 @@ int cmd_backfill(int argc, char **argv) {
                                        &cfg.min_headroom_hours)) != EXIT_OK)
                 goto out;
             cfg.has_min_headroom = true;
-        } else if (strcmp(a, "--verbose") == 0) {
-            cfg.log_level = MCDC_LOG_INFO;
-        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
-            if (rc) goto out;
-        } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
+        } else if (cli_job_option(opts, argc, argv, &i, &mode, &cfg.log_level, &rc)) {
             if (rc) goto out;
         } else {
             rc = cli_usage_error("backfill: unknown argument '%s'", a);

@@ -160,11 +160,7 @@ int cmd_reconcile(int argc, char **argv) {
             if ((rc = cli_parse_int(a, v, 0, 86400, &cfg.settle_seconds)) != EXIT_OK) goto out;
         } else if (strcmp(a, "--repair") == 0) {
             cfg.repair = true;
-        } else if (strcmp(a, "--verbose") == 0) {
-            cfg.log_level = MCDC_LOG_INFO;
-        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
-            if (rc) goto out;
-        } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
+        } else if (cli_job_option(opts, argc, argv, &i, &mode, &cfg.log_level, &rc)) {
             if (rc) goto out;
         } else {
             rc = cli_usage_error("reconcile: unknown argument '%s'", a);

@@ -81,11 +81,7 @@ int cmd_snapshot(int argc, char **argv) {
             else cfg.facts_table = v;
         } else if (strcmp(a, "--resnapshot") == 0) {
             cfg.resnapshot = true;
-        } else if (strcmp(a, "--verbose") == 0) {
-            cfg.log_level = MCDC_LOG_INFO;
-        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
-            if (rc) goto out;
-        } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
+        } else if (cli_job_option(opts, argc, argv, &i, &mode, &cfg.log_level, &rc)) {
             if (rc) goto out;
         } else {
             rc = cli_usage_error("snapshot: unknown argument '%s'", a);
