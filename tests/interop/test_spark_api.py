@@ -1,9 +1,10 @@
 """The reference's streaming API on Spark (python/src/mssql_cdc/spark_stream.py,
 spark_jobs.py): stream(spark, options).to_delta with facts and
 finalization.track, a restart from the Spark checkpoint, bootstrap full and
-chunked with backfill (handed to `mssql-cdc backfill` for a wave and back;
-with MCDC_SPARK_API=1, a snapshot the CLI opened and planned finished by
-ours), start_many over
+chunked with backfill (handed to `mssql-cdc backfill` for a wave and back,
+its keyset last chunk sought again past the open's MAX; a snapshot Spark
+opened planned and read by `mssql-cdc backfill`; with MCDC_SPARK_API=1, a
+snapshot the CLI opened and planned finished by ours), start_many over
 five tables, the stream once through a Spark Connect session (over a
 capture instance switch, with snapshot_on_switch); then what Spark wrote
 against what `mssql-cdc stream` wrote for the same capture instance and

@@ -451,7 +451,8 @@ def plan_snapshot(options: Mapping[str, Any], chunk_rows: int) -> tuple[str, lis
     """The library's snapshot plan of the table (mcdc_snapshot_plan_create):
     the LSN it recorded first and the chunks' tokens in key order; chunk_rows
     0 cuts numPartitions ranges for one whole read, more cuts chunks of at
-    most about that many rows (a backfill's)."""
+    most about that many rows on the extent read now (a backfill cuts its
+    plan on the open's: plan_from_extent)."""
     from . import _native
     from ._cfg import Error
     from ._core import Options, check
