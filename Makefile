@@ -189,14 +189,17 @@ test: deps
 # serve's over 60 tables with 40), and the Spark runs of the streaming API
 # with the reference's readers (test_spark_api.py, MCDC_SPARK_API=1: a second
 # Spark process with the reference's package; make test runs its lean set,
-# our package's Spark process only), and the stream source on Spark 4.0 and
-# 4.1 (test_spark40.py, in .venv-spark40 and .venv-spark41: deps-spark4x).
+# our package's Spark process only), our backfill() on a plan the reference
+# recorded (test_reference_chunked.py, a second Spark process with ours), and
+# the stream source on Spark 4.0 and 4.1 (test_spark40.py, in .venv-spark40
+# and .venv-spark41: deps-spark4x).
 SOAK_TESTS := tests/interop/test_snapshot_modes.py tests/interop/test_snapshot_kills.py \
 	tests/interop/test_snapshot_bad_input.py \
 	tests/interop/test_stream_e2e.py::test_random_kills_under_a_running_workload \
 	tests/interop/test_many_tables.py::test_kill_9_at_random_moments_under_a_workload_loses_and_doubles_nothing \
 	tests/interop/test_many_tables.py::test_kill_9_of_start_many_at_random_moments_loses_and_doubles_nothing \
-	tests/interop/test_spark_api.py tests/interop/test_spark40.py
+	tests/interop/test_spark_api.py tests/interop/test_spark40.py \
+	tests/interop/test_reference_chunked.py::test_we_finish_a_backfill_the_reference_started
 soak: deps deps-spark40 deps-spark41
 	@$(MAKE) --no-print-directory all
 	MCDC_SNAPSHOT_KILLS=$${MCDC_SNAPSHOT_KILLS:-60} MCDC_RANDOM_KILLS=$${MCDC_RANDOM_KILLS:-300} MCDC_SPARK_API=1 \

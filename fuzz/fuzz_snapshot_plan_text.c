@@ -4,7 +4,11 @@
  * keys_json, chunks_json and max_json (absent: none): it never crashes or
  * leaks; a refusal is MCDC_E_INVALID with a message; a plan it accepts has
  * bounds every snapshot token takes, so each chunk encodes to a token that
- * decodes back to the same bounds. Run by scripts/fuzz.sh. */
+ * decodes back to the same bounds. The same keys_json with the second part
+ * as extent_json go through mcdc_snapshot_extent_text_parse (what
+ * mcdc_snapshot_plan_from_extent checks): the same rules for a refusal; an
+ * accepted keyset extent's MAX is a bound a token takes. Run by
+ * scripts/fuzz.sh. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         max_json = chunks_json + strlen(chunks_json) + 1;
     json_t *keys = NULL, *chunks = NULL, *max = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
+    json_t *extent = NULL;
+    int erc0 = mcdc_snapshot_extent_text_parse(&keys, &extent, keys_json, chunks_json, &e);
+    if (erc0 != MCDC_OK && (erc0 != MCDC_E_INVALID || e.message[0] == 0 || keys || extent))
+        abort();
+    if (erc0 == MCDC_OK) {
+        const json_t *emax = json_object_get(extent, "max");
+        if (!json_is_array(keys) || !json_is_object(extent) ||
+            (emax && !mcdc_snapshot_bound_ok(emax, json_array_size(keys))))
+            abort();
+        json_decref(keys);
+        json_decref(extent);
+        keys = NULL;
+    }
+    e = (mcdc_error)MCDC_ERROR_INIT;
     int rc = mcdc_snapshot_plan_text_parse(&keys, &chunks, &max, keys_json, chunks_json, max_json,
                                            &e);
     if (rc != MCDC_OK) {

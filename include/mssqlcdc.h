@@ -1716,6 +1716,32 @@ MCDC_API int mcdc_snapshot_plan_chunks(mcdc_snapshot_plan **out, const mcdc_opts
                                        const char *keys_json, const char *chunks_json,
                                        const char *max_json, mcdc_error *err);
 
+/* A chunked snapshot's plan as mssql-cdc opens and plans one (its chunked
+ * open records the key columns and their extent next to the snapshot's LSN
+ * S; its backfill cuts every chunk on that extent once), for a binding that
+ * opens and plans such snapshots itself. Records the LSN first, as
+ * mcdc_snapshot_plan_create; then the extent: keys_json and extent_json
+ * NULL read it now ({"kind":"int","lo":MIN,"hi":MAX,"rows":estimate} for
+ * one integer key, else {"kind":"keyset","max":MAX or null}: what an open
+ * records, read after its S), or both given (what an open recorded: its
+ * key columns, which must be the ones a snapshot of opts is cut on now, as
+ * for mcdc_snapshot_plan_chunks, and their extent). chunk_rows > 0 then
+ * cuts chunks of at most about chunk_rows rows up to just above the
+ * extent's MAX, as mssql-cdc backfill plans them (keys inserted above it
+ * after S are the stream's); chunk_rows 0 cuts none: the plan's one chunk
+ * is the whole table (an open's, which needs only the extent). Text that is
+ * not such JSON, one of the two NULL without the other, or a negative
+ * chunk_rows is MCDC_E_INVALID before anything connects. Opens one
+ * connection and closes it. */
+MCDC_API int mcdc_snapshot_plan_from_extent(mcdc_snapshot_plan **out, const mcdc_opts *opts,
+                                            const char *keys_json, const char *extent_json,
+                                            int64_t chunk_rows, mcdc_error *err);
+/* The extent a plan's chunks were cut on, as compact JSON text: for a plan
+ * of mcdc_snapshot_plan_from_extent, or of mcdc_snapshot_plan_create with
+ * chunk_rows > 0; NULL for others and for NULL. Borrowed: valid until
+ * mcdc_snapshot_plan_free. */
+MCDC_API const char *mcdc_snapshot_plan_extent(const mcdc_snapshot_plan *p);
+
 /* What a snapshot token says. Set version (MCDC_SNAPSHOT_INFO_INIT) before
  * the call; fields may be added at the end under a higher version. */
 #define MCDC_SNAPSHOT_INFO_VERSION 1

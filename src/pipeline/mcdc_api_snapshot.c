@@ -18,6 +18,7 @@ struct mcdc_snapshot_plan {
     size_t n;
     char lsn[MCDC_LSN_TEXT_LEN + 1];
     mcdc_schema *schema; /* the output schema, one reference */
+    char *extent;        /* the extent its chunks were cut on, JSON text; NULL: none */
 };
 
 void mcdc_snapshot_plan_free(mcdc_snapshot_plan *p) {
@@ -25,6 +26,7 @@ void mcdc_snapshot_plan_free(mcdc_snapshot_plan *p) {
     for (size_t i = 0; i < p->n; i++) mcdc_free(p->tokens[i]);
     mcdc_free(p->tokens);
     mcdc_schema_unref(p->schema);
+    mcdc_free(p->extent);
     mcdc_free(p);
 }
 
@@ -36,6 +38,8 @@ const char *mcdc_snapshot_plan_token(const mcdc_snapshot_plan *p, size_t i) {
 
 const char *mcdc_snapshot_plan_lsn(const mcdc_snapshot_plan *p) { return p ? p->lsn : NULL; }
 
+const char *mcdc_snapshot_plan_extent(const mcdc_snapshot_plan *p) { return p ? p->extent : NULL; }
+
 int mcdc_snapshot_plan_schema(struct ArrowSchema *out, const mcdc_snapshot_plan *p,
                               mcdc_error *err) {
     if (out == NULL || p == NULL)
@@ -44,17 +48,43 @@ int mcdc_snapshot_plan_schema(struct ArrowSchema *out, const mcdc_snapshot_plan 
     return mcdc_schema_export(p->schema, out, err);
 }
 
-/* The chunks (or ranges) of the plan, as JSON [[lo, hi], ...]. */
-static int cut_chunks(json_t **chunks, mcdc_changes *c, const json_t *keys, int64_t chunk_rows,
-                       const mcdc_opts *opts, mcdc_error *err) {
-    if (chunk_rows == 0)
+/* How a plan's chunks come: cut now (chunk_rows), on an extent (read now
+ * or recorded: mcdc_snapshot_plan_from_extent), or recorded before
+ * (mcdc_snapshot_plan_chunks: their keys, the chunks, a keyset MAX). */
+typedef struct plan_how {
+    int64_t chunk_rows;
+    bool on_extent;       /* mcdc_snapshot_plan_from_extent's */
+    const json_t *given;  /* the recorded keys; NULL: the snapshot's own, not checked */
+    const json_t *extent; /* the recorded extent; NULL: read now */
+    json_t *chunks;       /* recorded chunks, whose last end may be sought again */
+    const json_t *max;
+} plan_how;
+
+/* The chunks (or ranges) of a plan cut now, as JSON [[lo, hi], ...], and
+ * the extent they were cut on (NULL for ranges): chunk_rows 0 without an
+ * extent cuts numPartitions ranges, with one no chunk (the whole table). */
+static int cut_chunks(json_t **chunks, json_t **extent, mcdc_changes *c, const json_t *keys,
+                      const plan_how *h, const mcdc_opts *opts, mcdc_error *err) {
+    if (h->chunk_rows == 0 && !h->on_extent)
         return mcdc_changes_snapshot_ranges(c, mcdc_opt_num_partitions(opts), chunks, err);
-    json_t *extent = NULL;
-    int rc = mcdc_changes_snapshot_extent(c, keys, MCDC_ISO_OPTION, &extent, err);
-    if (rc == MCDC_OK)
-        rc = mcdc_changes_plan_chunks(c, keys, extent, chunk_rows, MCDC_ISO_OPTION, chunks, err);
-    json_decref(extent);
+    int rc = MCDC_OK;
+    if (h->extent) *extent = json_deep_copy(h->extent);
+    else rc = mcdc_changes_snapshot_extent(c, keys, MCDC_ISO_OPTION, extent, err);
+    if (rc == MCDC_OK && *extent == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    if (rc == MCDC_OK && h->chunk_rows > 0)
+        rc = mcdc_changes_plan_chunks(c, keys, *extent, h->chunk_rows, MCDC_ISO_OPTION, chunks, err);
+    else if (rc == MCDC_OK && (*chunks = json_pack("[[nn]]")) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
     return rc;
+}
+
+/* The extent's text kept in the plan (mcdc_snapshot_plan_extent). */
+static int keep_extent(mcdc_snapshot_plan *p, const json_t *extent, mcdc_error *err) {
+    if (extent == NULL) return MCDC_OK;
+    char *text = json_dumps(extent, JSON_COMPACT);
+    p->extent = text ? mcdc_strdup(text) : NULL;
+    free(text); /* jansson's allocation */
+    return p->extent ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
 }
 
 static int encode_plan(mcdc_snapshot_plan *p, mcdc_changes *c, const json_t *keys,
@@ -82,17 +112,8 @@ static int encode_plan(mcdc_snapshot_plan *p, mcdc_changes *c, const json_t *key
     return MCDC_OK;
 }
 
-/* How a plan's chunks come: cut now (chunk_rows), or recorded before
- * (mcdc_snapshot_plan_chunks: their keys, the chunks, a keyset MAX). */
-typedef struct plan_how {
-    int64_t chunk_rows;
-    const json_t *given; /* the recorded plan's keys; NULL: cut now */
-    json_t *chunks;      /* its chunks, whose last end may be sought again */
-    const json_t *max;
-} plan_how;
-
 /* The recorded plan's keys against the snapshot's own (names ignoring case). */
-static int same_keys(const json_t *ours, const json_t *given, mcdc_error *err) {
+static int same_keys(const json_t *ours, const json_t *given, bool planned, mcdc_error *err) {
     bool same = json_array_size(given) == json_array_size(ours);
     for (size_t i = 0; same && i < json_array_size(ours); i++)
         same = mcdc_str_ieq(json_string_value(json_array_get(given, i)),
@@ -100,10 +121,12 @@ static int same_keys(const json_t *ours, const json_t *given, mcdc_error *err) {
     if (same) return MCDC_OK;
     char *a = json_dumps(given, JSON_COMPACT), *b = json_dumps(ours, JSON_COMPACT);
     int rc = mcdc_error_set(err, MCDC_E_INVALID,
-                            "mcdc_snapshot_plan_chunks: the plan is cut on %.300s, but a snapshot "
-                            "of these options is cut on %.300s (snapshotKeys, else the capture "
-                            "instance's unique index): set snapshotKeys as when it was planned",
-                            a ? a : "?", b ? b : "?");
+                            "%s: the %s is cut on %.300s, but a snapshot of these options is "
+                            "cut on %.300s (snapshotKeys, else the capture instance's unique "
+                            "index): set snapshotKeys as when it was %s",
+                            planned ? "mcdc_snapshot_plan_chunks" : "mcdc_snapshot_plan_from_extent",
+                            planned ? "plan" : "extent", a ? a : "?", b ? b : "?",
+                            planned ? "planned" : "opened");
     free(a); /* jansson's allocations */
     free(b);
     return rc;
@@ -140,19 +163,18 @@ static int plan_make(mcdc_snapshot_plan **out, const mcdc_opts *opts, const plan
     bool has_ts = false;
     if (rc == MCDC_OK) rc = mcdc_changes_snapshot_lsn(c, &lsn, &commit_us, &has_ts, err);
     if (rc == MCDC_OK) mcdc_lsn_format(&lsn, p->lsn);
-    json_t *keys = NULL, *cut = NULL;
+    json_t *keys = NULL, *cut = NULL, *extent = NULL;
     if (rc == MCDC_OK) rc = mcdc_changes_snapshot_keys(c, &keys, err);
-    if (rc == MCDC_OK && h->given == NULL) {
-        rc = cut_chunks(&cut, c, keys, h->chunk_rows, opts, err);
-    } else if (rc == MCDC_OK) {
-        rc = same_keys(keys, h->given, err);
-        if (rc == MCDC_OK) rc = seek_last(c, keys, h->chunks, h->max, err);
-    }
+    if (rc == MCDC_OK && h->given) rc = same_keys(keys, h->given, h->chunks != NULL, err);
+    if (rc == MCDC_OK && h->chunks) rc = seek_last(c, keys, h->chunks, h->max, err);
+    else if (rc == MCDC_OK) rc = cut_chunks(&cut, &extent, c, keys, h, opts, err);
+    if (rc == MCDC_OK) rc = keep_extent(p, extent, err);
     if (rc == MCDC_OK) {
         p->schema = mcdc_schema_ref(mcdc_changes_schema(c));
-        rc = encode_plan(p, c, keys, h->given ? h->chunks : cut, err);
+        rc = encode_plan(p, c, keys, h->chunks ? h->chunks : cut, err);
     }
     json_decref(cut);
+    json_decref(extent);
     json_decref(keys);
     mcdc_changes_close(c);
     if (rc) {
@@ -198,6 +220,35 @@ int mcdc_snapshot_plan_chunks(mcdc_snapshot_plan **out, const mcdc_opts *opts,
     json_decref(given);
     json_decref(chunks);
     json_decref(max);
+    return rc;
+}
+
+int mcdc_snapshot_plan_from_extent(mcdc_snapshot_plan **out, const mcdc_opts *opts,
+                                   const char *keys_json, const char *extent_json,
+                                   int64_t chunk_rows, mcdc_error *err) {
+    if (out == NULL || opts == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_plan_from_extent: %s is NULL",
+                              out == NULL ? "out" : "opts");
+    *out = NULL;
+    if ((keys_json == NULL) != (extent_json == NULL))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_snapshot_plan_from_extent: keys_json and extent_json are "
+                              "given together (an extent recorded with its key columns) or not "
+                              "at all (read now)");
+    if (chunk_rows < 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_snapshot_plan_from_extent: chunk_rows is %lld; use rows per "
+                              "chunk (> 0), or 0 for no chunks (the extent only)",
+                              (long long)chunk_rows);
+    /* The text first: nothing connects for an extent that is no extent. */
+    json_t *given = NULL, *extent = NULL;
+    int rc = keys_json ? mcdc_snapshot_extent_text_parse(&given, &extent, keys_json, extent_json, err)
+                       : MCDC_OK;
+    if (rc) return rc;
+    plan_how h = {.chunk_rows = chunk_rows, .on_extent = true, .given = given, .extent = extent};
+    rc = plan_make(out, opts, &h, err);
+    json_decref(given);
+    json_decref(extent);
     return rc;
 }
 

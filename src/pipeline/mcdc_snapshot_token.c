@@ -197,3 +197,45 @@ int mcdc_snapshot_plan_text_parse(json_t **keys, json_t **chunks, json_t **max,
     }
     return rc;
 }
+
+/* ---- an extent recorded before (mcdc_snapshot_plan_from_extent) ------------------------- */
+
+static bool extent_ok(const json_t *e, size_t n) {
+    const char *kind = json_string_value(json_object_get(e, "kind"));
+    if (!json_is_object(e) || kind == NULL) return false;
+    if (strcmp(kind, "int") == 0) {
+        const json_t *lo = json_object_get(e, "lo"), *hi = json_object_get(e, "hi"),
+                     *rows = json_object_get(e, "rows");
+        return n == 1 && json_is_integer(lo) && json_is_integer(hi) && json_is_integer(rows) &&
+               json_integer_value(lo) <= json_integer_value(hi) && json_integer_value(rows) >= 0;
+    }
+    const json_t *max = json_object_get(e, "max");
+    return strcmp(kind, "keyset") == 0 && max != NULL && mcdc_snapshot_bound_ok(max, n);
+}
+
+int mcdc_snapshot_extent_text_parse(json_t **keys, json_t **extent, const char *keys_json,
+                                    const char *extent_json, mcdc_error *err) {
+    MCDC_ASSERT(keys && extent && keys_json && extent_json);
+    json_error_t je;
+    *keys = json_loads(keys_json, JSON_REJECT_DUPLICATES, &je);
+    *extent = json_loads(extent_json, JSON_REJECT_DUPLICATES, &je);
+    int rc = MCDC_OK;
+    if (!keys_ok(*keys))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "mcdc_snapshot_plan_from_extent: keys_json is not a JSON array of at "
+                            "most %d column names",
+                            MCDC_SNAPSHOT_KEYS_MAX);
+    else if (!extent_ok(*extent, json_array_size(*keys)))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "mcdc_snapshot_plan_from_extent: extent_json is neither "
+                            "{\"kind\":\"int\",\"lo\":MIN,\"hi\":MAX,\"rows\":n} (one key column, "
+                            "integers, MIN <= MAX, n >= 0) nor {\"kind\":\"keyset\",\"max\":MAX} "
+                            "(MAX a bound of the %zu key column%s, or null)",
+                            json_array_size(*keys), json_array_size(*keys) == 1 ? "" : "s");
+    if (rc) {
+        json_decref(*keys);
+        json_decref(*extent);
+        *keys = *extent = NULL;
+    }
+    return rc;
+}

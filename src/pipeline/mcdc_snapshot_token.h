@@ -47,6 +47,16 @@ bool mcdc_snapshot_bound_ok(const json_t *b, size_t n);
 int mcdc_snapshot_plan_text_parse(json_t **keys, json_t **chunks, json_t **max,
                                   const char *keys_json, const char *chunks_json,
                                   const char *max_json, mcdc_error *err);
+/* An extent a chunked snapshot's open recorded, as
+ * mcdc_snapshot_plan_from_extent takes it, parsed and checked before
+ * anything connects: keys_json as above; extent_json an object
+ * {"kind":"int","lo":MIN,"hi":MAX,"rows":n} (one key column; integers,
+ * MIN <= MAX, n >= 0) or {"kind":"keyset","max":MAX} (MAX null or a bound
+ * of that many keys); other fields are let be. *keys and *extent are owned
+ * JSON; anything else is MCDC_E_INVALID saying which text is wrong, with
+ * nothing to release. */
+int mcdc_snapshot_extent_text_parse(json_t **keys, json_t **extent, const char *keys_json,
+                                    const char *extent_json, mcdc_error *err);
 /* Releases the JSON of t (t itself is the caller's). */
 void mcdc_snapshot_token_clear(mcdc_snapshot_token *t);
 /* t as token text; *out owned (mcdc_free). Asserts t's shape (the planner

@@ -5,17 +5,23 @@ started, and the reference's apply_changes builds silver from our chunks.
 
 Our stream opens a chunked snapshot and our backfill reads its first wave;
 the reference's backfill() reads the rest. Then the reference opens one
-(to_delta(snapshot="chunked")) and reads a wave, and ours finishes it. Each
-time the table rebuilt from bronze equals the source, and the plans table
-reads the same through delta-rs, DuckDB and Spark.
+(to_delta(snapshot="chunked")) and plans and reads a wave, and the CLI
+finishes it; with MCDC_SPARK_API=1 (`make soak`), our Spark package's
+backfill() first reads the next wave on the reference's plan rows, in a
+Spark process of its own (the two packages share the import name: a second
+JVM, about 130 s at load 12, too much for `make test`). Each time the table
+rebuilt from bronze equals the source, and the plans table reads the same
+through delta-rs, DuckDB and Spark.
 """
 import json
 import os
+import subprocess
 import sys
+import time
 
 import pytest
 
-from conftest import PASSWORD, Sim, run_cli, duckdb_with_delta
+from conftest import PASSWORD, ROOT, Sim, run_cli, duckdb_with_delta
 
 pytest.importorskip("pyspark")
 pytest.importorskip("delta")
@@ -112,6 +118,48 @@ def our_backfill(sim, side, *extra):
     return json.loads(p.stdout)
 
 
+# MCDC_SPARK_API=1 (`make soak`): our Spark package's backfill() on the reference's plan too
+OURS_ON_THE_REFERENCES_PLAN = os.environ.get("MCDC_SPARK_API", "") == "1"
+
+# Our package's backfill() in a local Spark of its own (the reference holds the
+# import name in this process): one call, its status printed as a RESULT line.
+OURS = r"""
+import json, os, sys
+P = json.loads(os.environ["MCDC_PARAMS"])
+sys.path.insert(0, P["bench"])
+from benchlib import local_spark
+spark = local_spark("mcdc-ours-on-the-references-plan")
+import mssql_cdc
+st = mssql_cdc.stream(spark, P["options"]).backfill(P["bronze"], **P["kw"])
+print("RESULT " + json.dumps({"module": mssql_cdc.__file__, "status": st}), flush=True)
+"""
+
+
+def our_spark_backfill(sim, side, **kw):
+    """Our Spark package's backfill() on the lake of ``side``, run from the
+    source tree as test_spark_api runs it; its status."""
+    from test_spark_api import spark_env
+    work = os.path.join(sim.work, "ours-spark")
+    os.makedirs(work, exist_ok=True)
+    params = {"work": work, "bench": os.path.join(ROOT, "bench"),
+              "options": {"captureInstance": CI, "connectionString": sim.connection_string("shop"),
+                          "numPartitions": "1"},
+              "bronze": lake(sim, side, "bronze"),
+              "kw": {"app_id": "orders-v1", "facts_table": lake(sim, side, "facts"), **kw}}
+    script = os.path.join(work, "ours.py")
+    with open(script, "w") as f:
+        f.write(OURS)
+    started = time.monotonic()
+    p = subprocess.run([sys.executable, script], cwd=work, capture_output=True, text=True,
+                       timeout=900, env=spark_env(params, True, sys.executable))
+    print(f"our Spark backfill took {time.monotonic() - started:.1f} s")
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert p.returncode == 0 and lines, (p.returncode, p.stdout[-2000:], p.stderr[-4000:])
+    out = json.loads(lines[-1][7:])
+    assert out["module"].startswith(os.path.join(ROOT, "python", "src")), out
+    return out["status"]
+
+
 def test_the_reference_finishes_a_backfill_we_started(spark, sim):
     bronze, facts = lake(sim, "ours", "bronze"), lake(sim, "ours", "facts")
     run_our_stream(sim, "ours", "--bootstrap", "--snapshot", "chunked")
@@ -153,6 +201,15 @@ def test_we_finish_a_backfill_the_reference_started(spark, sim):
                           max_waves=1, target_wave_seconds=0)
     assert not ref["done"] and ref["chunks_done"] >= 1, ref
     changes(sim, 6000)
+    if OURS_ON_THE_REFERENCES_PLAN:
+        # our Spark backfill() accepts the reference's open and plan rows: one wave more
+        mine = our_spark_backfill(sim, "ref", max_waves=1, target_wave_seconds=0)
+        assert mine["state"] in ("running", "done") and mine["snapshot"] == ref["snapshot"], mine
+        assert mine["chunks_total"] == ref["chunks_total"], (mine, ref)
+        assert mine["chunks_done"] == ref["chunks_done"] + 1, (mine, ref)
+        waves = [json.loads(h["userMetadata"]) for h in deltalake.DeltaTable(
+            lake(sim, "ref", "bronze")).history() if "backfill" in (h.get("userMetadata") or "")]
+        assert [len(w["chunks"]) for w in waves if w["wave"] == 1] == [1], waves  # ours
     st = our_backfill(sim, "ref")
     while not st["done"]:
         st = our_backfill(sim, "ref")

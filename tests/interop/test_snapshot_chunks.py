@@ -61,6 +61,10 @@ def load(path):
     lib.mcdc_snapshot_plan_lsn.restype = cp
     lib.mcdc_snapshot_plan_free.argtypes = [vp]
     lib.mcdc_snapshot_plan_chunks.argtypes = [ctypes.POINTER(vp), vp, cp, cp, cp, ep]
+    lib.mcdc_snapshot_plan_from_extent.argtypes = [ctypes.POINTER(vp), vp, cp, cp,
+                                                   ctypes.c_int64, ep]
+    lib.mcdc_snapshot_plan_extent.argtypes = [vp]
+    lib.mcdc_snapshot_plan_extent.restype = cp
     lib.mcdc_snapshot_read.argtypes = [vp, vp, cp, cp, ep]
     lib.mcdc_snapshot_token_parse.argtypes = [ctypes.POINTER(Info), cp, ep]
     return lib
@@ -94,7 +98,17 @@ class Api:
         return self._planned(lambda p, o, e: self.lib.mcdc_snapshot_plan_chunks(
             p, o, keys.encode(), chunks.encode(), given, e), extra)
 
-    def _planned(self, create, extra):
+    def plan_from_extent(self, keys, extent, chunk_rows, **extra):
+        """(tokens, extent) of mcdc_snapshot_plan_from_extent: keys and
+        extent values (None, None: the extent read now)."""
+        def create(p, o, e):
+            given = keys is not None
+            return self.lib.mcdc_snapshot_plan_from_extent(
+                p, o, json.dumps(keys).encode() if given else None,
+                json.dumps(extent).encode() if given else None, chunk_rows, e)
+        return self._planned(create, extra, extent=True)
+
+    def _planned(self, create, extra, extent=False):
         o = self.options(**extra)
         p, e = ctypes.c_void_p(), Error()
         rc = create(ctypes.byref(p), o, ctypes.byref(e))
@@ -103,6 +117,8 @@ class Api:
                 raise PlanError(rc, e.message.decode(), e.server_number)
             n = self.lib.mcdc_snapshot_plan_count(p)
             tokens = [self.lib.mcdc_snapshot_plan_token(p, i).decode() for i in range(n)]
+            if extent:
+                return tokens, json.loads(self.lib.mcdc_snapshot_plan_extent(p).decode())
             return tokens, self.lib.mcdc_snapshot_plan_lsn(p).decode()
         finally:
             self.lib.mcdc_snapshot_plan_free(p)
@@ -311,6 +327,47 @@ def test_recorded_chunks_become_tokens_and_the_last_end_is_sought_again(lib, sho
                               ('["name"]', "{", "not a JSON array")):
         with pytest.raises(PlanError) as e:
             api.plan_chunks(keys, given)
+        assert e.value.rc == -1 and want in e.value.message, e.value.message
+
+
+def test_a_plan_is_cut_on_the_extent_an_open_recorded(lib, shop):
+    """mcdc_snapshot_plan_from_extent: chunk_rows 0 reads the extent alone
+    (what a chunked open records: one whole-table chunk, int or keyset);
+    later, with rows inserted above that MAX, a plan cut on the recorded
+    extent ends where the CLI's does (MAX+1 for an int key; for a keyset,
+    the first key after MAX), where one cut on the extent read now takes the
+    new rows in; the recorded key columns must be the snapshot's."""
+    make(shop, "xi", "id INT NOT NULL PRIMARY KEY, v INT NULL", list(range(1, 41)),
+         lambda i: f"({i}, 1)")
+    make(shop, "xk", "name VARCHAR(12) NOT NULL PRIMARY KEY, v INT NULL",
+         [f"k{i:03d}" for i in range(30)], lambda n: f"('{n}', 1)")
+    xi, xk = Api(lib, shop, "dbo_xi"), Api(lib, shop, "dbo_xk")
+    whole, extent_i = xi.plan_from_extent(None, None, 0)
+    assert extent_i == {"kind": "int", "lo": 1, "hi": 40, "rows": extent_i["rows"]}
+    assert [(json.loads(t)["lo"], json.loads(t)["hi"]) for t in whole] == [(None, None)]
+    assert json.loads(whole[0])["keys"] == ["id"]
+    whole, extent_k = xk.plan_from_extent(None, None, 0)
+    assert extent_k == {"kind": "keyset", "max": "k029"} and len(whole) == 1
+    shop.run("INSERT INTO dbo.xi VALUES (50, 2), (60, 2); "
+             "INSERT INTO dbo.xk VALUES ('k100', 2), ('k200', 2);", database="shop")
+    tokens, kept = xi.plan_from_extent(["ID"], extent_i, 10)
+    assert kept == extent_i and json.loads(tokens[-1])["hi"] == 41 and len(tokens) >= 4
+    tokens, kept = xk.plan_from_extent(["name"], extent_k, 8)
+    plan = [json.loads(t) for t in tokens]
+    assert kept == extent_k and plan[-1]["hi"] == "k100", plan[-1]
+    assert all(a["hi"] == b["lo"] for a, b in zip(plan, plan[1:]))
+    _, lsn = xk.plan(8)
+    got = sorted(r["name"] for t in tokens for r in xk.read(t, lsn)[0])
+    assert got == [f"k{i:03d}" for i in range(30)]
+    # read now instead, the new rows are in the plan
+    tokens, now = xk.plan_from_extent(None, None, 8)
+    assert now == {"kind": "keyset", "max": "k200"} and json.loads(tokens[-1])["hi"] is None
+    for keys, extent, want in ((["v"], extent_k, "is cut on"),
+                               (["name"], {"kind": "int", "lo": 1, "hi": 2, "rows": 2},
+                                "int extent"),
+                               (["name"], {"kind": "keyset", "max": [1, 2]}, "extent_json")):
+        with pytest.raises(PlanError) as e:
+            xk.plan_from_extent(keys, extent, 8)
         assert e.value.rc == -1 and want in e.value.message, e.value.message
 
 

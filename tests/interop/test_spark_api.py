@@ -1,9 +1,10 @@
 """The reference's streaming API on Spark (python/src/mssql_cdc/spark_stream.py,
 spark_jobs.py): stream(spark, options).to_delta with facts and
 finalization.track, a restart from the Spark checkpoint, bootstrap full and
-chunked with backfill (handed to `mssql-cdc backfill` for a wave and back;
-with MCDC_SPARK_API=1, a snapshot the CLI opened and planned finished by
-ours), start_many over
+chunked with backfill (handed to `mssql-cdc backfill` for a wave and back,
+its keyset last chunk sought again past the open's MAX; a snapshot Spark
+opened planned and read by `mssql-cdc backfill`; with MCDC_SPARK_API=1, a
+snapshot the CLI opened and planned finished by ours), start_many over
 five tables, the stream once through a Spark Connect session (over a
 capture instance switch, with snapshot_on_switch); then what Spark wrote
 against what `mssql-cdc stream` wrote for the same capture instance and
@@ -127,35 +128,56 @@ else:
         bootstrap=True)
     q.awaitTermination()
     assert q.exception() is None, q.exception()
-    # bootstrap chunked on t3, read by backfill next to the stream in waves of one chunk
-    # (chunks of one row, one round of numPartitions=1 a wave): the first call stops after
-    # its one wave, `mssql-cdc backfill` reads the next one on the plans rows ours
-    # recorded, and the next call of ours reads the rest
-    cdc = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="2", snapshotKeys='["id"]'))
+    # bootstrap chunked on t3, cut on a keyset (id, v), read by backfill next to the
+    # stream in waves of one chunk (chunks of one row, one round of numPartitions=1 a
+    # wave): the first call plans on the extent the open recorded and stops after its one
+    # wave, `mssql-cdc backfill` reads the next one on the plans rows ours recorded, and
+    # the next call of ours reads the rest: its last chunk's end sought again past the
+    # open's MAX, so the row inserted above it just before is left to the stream
+    keyset = '["id","v"]'
+    cdc = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="2", snapshotKeys=keyset))
     q = cdc.to_delta(d + "/t3", "t3-app", d + "/t3_ckpt", d + "/facts",
                      trigger={"availableNow": True}, bootstrap=True, snapshot="chunked")
-    waves = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="1", snapshotKeys='["id"]'))
+    waves = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="1", snapshotKeys=keyset))
     out["backfill_first"] = waves.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts",
                                            chunk_rows=1, max_waves=1, target_wave_seconds=0)
     import subprocess
     added = time.monotonic()  # what the hand-overs add to the stage, for the record
-    cli = subprocess.run([P["cli"], "backfill", "--captureInstance", "dbo_t3",
-                          "--connectionString", P["conn"], "--numPartitions", "1",
-                          "--snapshotKeys", '["id"]', "--target", d + "/t3", "--app-id", "t3-app",
-                          "--facts-table", d + "/facts", "--max-waves", "1",
-                          "--target-wave-seconds", "0"],
-                         capture_output=True, text=True, timeout=300)
-    out["backfill_cli"] = [cli.returncode, cli.stdout, cli.stderr[-2000:]]
+
+    def cli_backfill(target, app_id, facts, *extra):
+        p = subprocess.run([P["cli"], "backfill", "--captureInstance", "dbo_t3",
+                            "--connectionString", P["conn"], "--numPartitions", "1",
+                            "--snapshotKeys", keyset, "--target", target, "--app-id", app_id,
+                            "--facts-table", facts, "--target-wave-seconds", "0", *extra],
+                           capture_output=True, text=True, timeout=300)
+        return [p.returncode, p.stdout, p.stderr[-2000:]]
+    out["backfill_cli"] = cli_backfill(d + "/t3", "t3-app", d + "/facts", "--max-waves", "1")
     took = {"cli_wave": time.monotonic() - added}
+    import pymssql
+    c = pymssql.connect(server="127.0.0.1", port=str(P["sim_port"]), user="sa",
+                        password=P["sim_password"], database=P["db"], autocommit=True,
+                        tds_version="7.4")
+    try:  # a key above the open's MAX, captured (start_many reads its change below)
+        c.cursor().execute("INSERT INTO dbo.t3 (id, v) VALUES (90, N'above'); "
+                           "EXEC sim.run_capture @ignore_latency = 1;")
+    finally:
+        c.close()
     out["backfill"] = waves.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts",
                                      target_wave_seconds=0)
     took["last_wave"] = time.monotonic() - added - took["cli_wave"]
+    # a chunked snapshot of t3 opened as to_delta(snapshot="chunked") opens one (its open
+    # alone: no stream), planned and read whole by `mssql-cdc backfill`
+    waves._open_chunked(d + "/t3s", "t3s", d + "/t3s_facts")
+    out["backfill_cli_open"] = cli_backfill(d + "/t3s", "t3s", d + "/t3s_facts",
+                                            "--chunk-rows", "2")
+    took["cli_plans_ours"] = time.monotonic() - added - took["cli_wave"] - took["last_wave"]
     # a snapshot the CLI opened and planned, one wave in: ours finishes it on its plan
     # (about 18 s of Delta commits at load 10: `make soak` only)
     if P["heavy"]:
-        out["backfill_cli_plan"] = waves.backfill(d + "/t3c", app_id="t3c",
-                                                  facts_table=d + "/t3c_facts")
-        took["cli_plan"] = time.monotonic() - added - took["cli_wave"] - took["last_wave"]
+        t3c = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="1"))
+        out["backfill_cli_plan"] = t3c.backfill(d + "/t3c", app_id="t3c",
+                                                facts_table=d + "/t3c_facts")
+        took["cli_plan"] = time.monotonic() - added - sum(took.values())
     print("the backfill hand-overs took " + ", ".join(f"{k} {v:.1f} s" for k, v in took.items()),
           file=sys.stderr)
     out["backfill_again"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
@@ -520,7 +542,7 @@ def run(tmp_path_factory):
         params = {"bench": os.path.join(ROOT, "bench"), "work": d,
                   "conn": sim.connection_string(DB), "instances": INSTANCES,
                   "connect_port": free_port() if connect else None, "cli": CLI,
-                  "heavy": HEAVY}
+                  "heavy": HEAVY, "sim_port": sim.port, "sim_password": PASSWORD, "db": DB}
         # the CLI on the same capture instance and workload, for item 5
         run_cli("stream", "--captureInstance", "dbo_t1", "--connectionString", params["conn"],
                 "--maxCommitsPerBatch", "1", "--target", d + "/cli_t1", "--app-id", "t1-app",
@@ -534,7 +556,7 @@ def run(tmp_path_factory):
         second = spark.run(OURS, STAGE_SECONDS, stage="second")
         at_second = {"t1": keys(table(d + "/t1")), "changes_t1": change_rows(sim, "dbo_t1")}
         write(sim, TABLES[1:], 1, 1)
-        write(sim, ["t3"], 10, 2)  # two more rows on t3: its three chunks hold one each
+        write(sim, ["t3"], 10, 3)  # three more rows on t3: its keyset cuts three chunks
         if HEAVY:
             # a chunked snapshot of t3 the CLI opened and planned (one wave in), in tables
             # of its own: the rest stage's backfill() finishes it
@@ -687,7 +709,10 @@ def test_bootstrap_chunked_and_backfill_in_waves(run):
     reads the other waves and closes the snapshot; bronze then holds the table
     once, each chunk from one wave commit, and the facts and plans tables the
     rows `mssql-cdc backfill` writes (one 'snapshot_chunk' row a chunk, with
-    its wave)."""
+    its wave). The open recorded the keyset's extent, the plan was cut on it,
+    and the last chunk's end was sought again past its MAX when its wave was
+    planned: the row inserted above MAX after the open is not in the
+    snapshot (the stream's), as the CLI leaves it."""
     first, st = run["rest"]["backfill_first"], run["rest"]["backfill"]
     total = first["chunks_total"]
     assert (first["state"], first["done"], first["chunks_done"]) == ("running", False, 1), first
@@ -700,7 +725,10 @@ def test_bootstrap_chunked_and_backfill_in_waves(run):
     assert run["rest"]["backfill_again"]["state"] == "no_snapshot"
     rows = table(run["dir"] + "/t3")
     snap = [r for r in rows if r["_operation"] == 0]
-    assert sorted((r["id"], r["v"]) for r in snap) == run["sources"]["t3"]
+    above = (90, "above")  # inserted after the open, above its MAX
+    assert above in run["sources"]["t3"]
+    assert sorted((r["id"], r["v"]) for r in snap) == [r for r in run["sources"]["t3"]
+                                                       if r != above]
     assert {r["_chunk"] for r in snap} <= set(range(total))
     assert {r["_snapshot"] for r in snap} == {st["snapshot"]}
     assert all(r["_start_lsn"] >= st["snapshot"] for r in snap)  # each wave's stamp >= S
@@ -721,8 +749,19 @@ def test_bootstrap_chunked_and_backfill_in_waves(run):
     assert all(stamps[c] == lsn for c, _, n, lsn in chunks if n)
     done = [r for r in facts if r["event"] == "bootstrap"]
     assert [(r["rows"], r["min_lsn"]) for r in done] == [(len(snap), st["snapshot"])]
-    plans = collections.Counter(r["event"] for r in table(run["dir"] + "/t3_snapshot_plans"))
+    prows = table(run["dir"] + "/t3_snapshot_plans")
+    plans = collections.Counter(r["event"] for r in prows)
     assert plans == {"snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": total}
+    detail = {r["event"]: json.loads(r["detail"]) for r in prows if r["event"] != "snapshot_chunk"}
+    top = max(sorted((r["id"], r["v"]) for r in snap))
+    assert detail["snapshot_open"]["keys"] == ["id", "v"]
+    assert detail["snapshot_open"]["plan"] == {"kind": "keyset", "max": list(top)}, detail
+    plan = detail["snapshot_plan"]
+    assert plan["kind"] == "keyset" and plan["chunks"][-1][1] is None, plan  # open above
+    assert plan["extent"] == detail["snapshot_open"]["plan"]  # cut on the open's extent
+    last = [json.loads(r["detail"]) for r in prows if r["event"] == "snapshot_chunk"
+            and json.loads(r["detail"])["last"]]
+    assert [(c["lo"], c["hi"]) for c in last] == [(plan["chunks"][-1][0], list(above))], last
     waves = [json.loads(h["userMetadata"]) for h in DeltaTable(run["dir"] + "/t3").history()
              if "backfill" in (h.get("userMetadata") or "")]
     assert {w["backfill"] for w in waves} == {f"t3-app#snap.{st['snapshot']}"}
@@ -732,6 +771,29 @@ def test_bootstrap_chunked_and_backfill_in_waves(run):
             if r["event"] == "snapshot_chunk"}
     assert all((round(c["read_seconds"], 3), round(c["read_mb"], 6)) == read[c["chunk"]]
                for w in waves for c in w["chunks"]), (waves, read)
+
+
+def test_the_cli_plans_and_reads_a_snapshot_spark_opened(run):
+    """A chunked snapshot opened as to_delta(snapshot="chunked") opens one
+    records its key columns and their extent in the plans table, as the
+    CLI's open does: `mssql-cdc backfill` plans it on that extent and reads
+    it to its end (bronze holds the table once, the facts its chunks and
+    its completion)."""
+    code, printed, err = run["rest"]["backfill_cli_open"]
+    assert code == 0, (code, printed, err)
+    st = json.loads(printed)
+    assert st["done"] and st["chunks_done"] == st["chunks_total"] >= 2, st
+    rows = [r for r in table(run["dir"] + "/t3s") if r["_operation"] == 0]
+    assert sorted((r["id"], r["v"]) for r in rows) == run["sources"]["t3"]
+    prows = table(run["dir"] + "/t3s_snapshot_plans")
+    detail = {r["event"]: json.loads(r["detail"]) for r in prows if r["event"] != "snapshot_chunk"}
+    top = max(run["sources"]["t3"])
+    assert detail["snapshot_open"]["plan"] == {"kind": "keyset", "max": list(top)}, detail
+    assert detail["snapshot_plan"]["keys"] == ["id", "v"]
+    assert len(detail["snapshot_plan"]["chunks"]) == st["chunks_total"]
+    facts = collections.Counter(r["event"] for r in table(run["dir"] + "/t3s_facts"))
+    assert facts == {"snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": st["chunks_total"],
+                     "bootstrap": 1}, facts
 
 
 def test_a_snapshot_the_cli_planned_is_finished_by_sparks_backfill(run):

@@ -252,3 +252,77 @@ TEST(snapshot_plan_text_parse_checks_keys_chunks_and_max) {
     }
     CHECK_EQ_INT(bad, 0);
 }
+
+/* An extent an open recorded (mcdc_snapshot_plan_from_extent's arguments):
+ * int of one key, keyset with MAX of the keys' shape or null; else
+ * MCDC_E_INVALID naming the text, nothing left to release. The public call
+ * refuses bad text, half of the pair and a negative chunk_rows before it
+ * connects (no server here). */
+TEST(snapshot_extent_text_parse_and_plan_from_extent_refusals) {
+    json_t *keys = NULL, *extent = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    static const struct {
+        const char *keys, *extent;
+    } good[] = {
+        {"[\"id\"]", "{\"kind\":\"int\",\"lo\":-5,\"hi\":9,\"rows\":14}"},
+        {"[\"id\"]", "{\"kind\":\"int\",\"lo\":3,\"hi\":3,\"rows\":0,\"later\":true}"},
+        {"[\"region\",\"id\"]", "{\"kind\":\"keyset\",\"max\":[\"west\",9]}"},
+        {"[\"name\"]", "{\"kind\":\"keyset\",\"max\":\"k029\"}"},
+        {"[\"name\"]", "{\"kind\":\"keyset\",\"max\":null}"},
+        {"[]", "{\"kind\":\"keyset\",\"max\":null}"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        CHECK_EQ_INT(mcdc_snapshot_extent_text_parse(&keys, &extent, good[i].keys, good[i].extent,
+                                                     &e),
+                     MCDC_OK);
+        CHECK(json_is_array(keys) && json_is_object(extent));
+        json_decref(keys);
+        json_decref(extent);
+    }
+    static const struct {
+        const char *keys, *extent, *says;
+    } cases[] = {
+        {"\"id\"", "{\"kind\":\"keyset\",\"max\":null}", "keys_json"},
+        {"[\"id\"]", "[]", "extent_json"},
+        {"[\"id\"]", "{\"kind\":\"range\",\"max\":1}", "extent_json"},
+        {"[\"id\"]", "{\"kind\":\"keyset\"}", "extent_json"},
+        {"[\"id\"]", "{\"kind\":\"int\",\"lo\":9,\"hi\":1,\"rows\":3}", "extent_json"},
+        {"[\"id\"]", "{\"kind\":\"int\",\"lo\":1,\"hi\":9,\"rows\":-1}", "extent_json"},
+        {"[\"id\"]", "{\"kind\":\"int\",\"lo\":\"1\",\"hi\":9,\"rows\":1}", "extent_json"},
+        {"[\"a\",\"b\"]", "{\"kind\":\"int\",\"lo\":1,\"hi\":9,\"rows\":1}", "2 key columns"},
+        {"[\"a\",\"b\"]", "{\"kind\":\"keyset\",\"max\":[1]}", "2 key columns"},
+        {"[]", "{\"kind\":\"keyset\",\"max\":1}", "0 key columns"},
+        {"[\"id\"]", "{\"kind\":\"keyset\",\"max\":1.5}", "extent_json"},
+        {"[\"id\"]", "nonsense", "extent_json"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        keys = extent = NULL;
+        e = (mcdc_error)MCDC_ERROR_INIT;
+        int rc = mcdc_snapshot_extent_text_parse(&keys, &extent, cases[i].keys, cases[i].extent,
+                                                 &e);
+        if (rc != MCDC_E_INVALID || strstr(e.message, cases[i].says) == NULL || keys || extent) {
+            fprintf(stderr, "  case %zu: rc %d, message: %s\n", i, rc, e.message);
+            bad++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    mcdc_opts *o = NULL;
+    mcdc_opts_create(&o, NULL);
+    mcdc_snapshot_plan *p = NULL;
+    CHECK_EQ_INT(mcdc_snapshot_plan_from_extent(&p, o, "[\"id\"]", NULL, 1, &e), MCDC_E_INVALID);
+    CHECK(p == NULL && strstr(e.message, "together") != NULL);
+    CHECK_EQ_INT(mcdc_snapshot_plan_from_extent(&p, o, NULL, NULL, -1, &e), MCDC_E_INVALID);
+    CHECK(p == NULL && strstr(e.message, "chunk_rows is -1") != NULL);
+    CHECK_EQ_INT(mcdc_snapshot_plan_from_extent(&p, o, "[\"id\"]", "{\"kind\":\"int\"}", 1, &e),
+                 MCDC_E_INVALID);
+    CHECK(p == NULL && strstr(e.message, "extent_json") != NULL);
+    /* well-formed text reaches the options' check: no connectionString */
+    CHECK_EQ_INT(mcdc_snapshot_plan_from_extent(&p, o, "[\"id\"]",
+                                                "{\"kind\":\"keyset\",\"max\":7}", 1, &e),
+                 MCDC_E_INVALID);
+    CHECK(p == NULL && strstr(e.message, "connectionString") != NULL);
+    CHECK_EQ_INT(mcdc_snapshot_plan_from_extent(NULL, o, NULL, NULL, 1, &e), MCDC_E_INVALID);
+    CHECK(mcdc_snapshot_plan_extent(NULL) == NULL);
+    mcdc_opts_free(o);
+}

@@ -451,7 +451,8 @@ def plan_snapshot(options: Mapping[str, Any], chunk_rows: int) -> tuple[str, lis
     """The library's snapshot plan of the table (mcdc_snapshot_plan_create):
     the LSN it recorded first and the chunks' tokens in key order; chunk_rows
     0 cuts numPartitions ranges for one whole read, more cuts chunks of at
-    most about that many rows (a backfill's)."""
+    most about that many rows on the extent read now (a backfill cuts its
+    plan on the open's: plan_from_extent)."""
     from . import _native
     from ._cfg import Error
     from ._core import Options, check
@@ -500,15 +501,37 @@ def plan_chunks(options: Mapping[str, Any], keys: list[str], chunks: list[list[A
         opts.free()
 
 
-def snapshot_keys(options: Mapping[str, Any]) -> list[str]:
-    """The columns the library cuts the table's snapshot chunks on
-    (snapshotKeys, else the capture instance's unique index; [] for none),
-    as its planner names them: a plan of one range, which asks the server
-    for the key and no more."""
-    one = {k: v for k, v in options.items() if str(k).lower() != "numpartitions"}
-    _, tokens = plan_snapshot({**one, "numPartitions": "1"}, 0)
+def plan_from_extent(options: Mapping[str, Any], keys: list[str] | None, extent: Any,
+                     chunk_rows: int) -> tuple[list[str], Any, list[str]]:
+    """A chunked snapshot's plan as the CLI opens and plans one
+    (mcdc_snapshot_plan_from_extent): on ``extent`` (the one an open
+    recorded, cut on ``keys``, which must be the snapshot's key for
+    ``options``), or, both None, on the extent read now; chunk_rows > 0 cuts
+    chunks of at most about that many rows, 0 none (an open's: the extent
+    only). The key columns, the extent and the chunks' tokens."""
     import json
-    return list(json.loads(tokens[0])["keys"])
+
+    from . import _native
+    from ._cfg import Error
+    from ._core import Options, check
+
+    lib = _native.lib()
+    opts = Options(options)
+    plan = ctypes.c_void_p()
+    try:
+        err = Error()
+        given = keys is not None
+        check(lib.mcdc_snapshot_plan_from_extent(
+            ctypes.byref(plan), opts.handle, json.dumps(keys).encode() if given else None,
+            json.dumps(extent).encode() if given else None, int(chunk_rows),
+            ctypes.byref(err)), err)
+        tokens = [lib.mcdc_snapshot_plan_token(plan, i).decode()
+                  for i in range(lib.mcdc_snapshot_plan_count(plan))]
+        return (list(json.loads(tokens[0])["keys"]),
+                json.loads(lib.mcdc_snapshot_plan_extent(plan).decode()), tokens)
+    finally:
+        lib.mcdc_snapshot_plan_free(plan)
+        opts.free()
 
 
 def _session_cores(spark) -> int | None:

@@ -34,18 +34,23 @@ and the pace say), and when bronze already holds the wave (killed after the
 append) it appends nothing and takes the wave's counts and stamp from
 bronze's rows. So a chunk is in bronze once, and the facts say so.
 
-The plan keeps each chunk's token of the library's planner next to its
-bounds: the waves read those tokens, which name the columns the plan was
-cut for; a capture instance whose columns changed since needs a new
-snapshot (as the reference: a type change mid-backfill breaks it).
+The open (``to_delta(snapshot="chunked")``) records the key columns and
+their extent in its plans row, read through the library after S as the
+CLI's open reads them (mcdc_snapshot_plan_from_extent); the plan is cut on
+that extent, up to just above its MAX, as the CLI cuts it. The plan keeps
+each chunk's token of the library's planner next to its bounds: the waves
+read those tokens, which name the columns the plan was cut for; a capture
+instance whose columns changed since needs a new snapshot (as the
+reference: a type change mid-backfill breaks it).
 
 The tables and transaction ids are `mssql-cdc backfill`'s, so either goes
-on from the other's last wave. A plan the CLI (or the reference) recorded
-holds bounds only: its chunks' tokens come from the library
-(mcdc_snapshot_plan_chunks), which checks the plan's key columns; when the
-CLI's open recorded a keyset extent, a wave with the last chunk seeks its
-end again past the extent's MAX first, as the CLI does. The open row of
-ours names its key columns in the plans table, which the CLI checks."""
+on from the other's last wave, and either plans a snapshot the other (or
+the reference) opened. A plan the CLI (or the reference) recorded holds
+bounds only: its chunks' tokens come from the library
+(mcdc_snapshot_plan_chunks), which checks the plan's key columns. A keyset
+plan's last chunk, open above, ends at the first key after the extent's MAX
+sought again when its wave is planned (a token made for that end), as the
+CLI seeks it, whoever cut the plan."""
 from __future__ import annotations
 
 import json
@@ -263,11 +268,18 @@ class _Run:
             return
         started, t0 = tables.utc_now(), time.monotonic()
         if self.plan is None:
-            from .spark import plan_snapshot
+            from .spark import plan_from_extent
             rows = chunk_rows or DEFAULT_CHUNK_ROWS
-            _, tokens = plan_snapshot({**self.source.source_options(), **self.extra}, rows)
+            options = {**self.source.source_options(), **self.extra}
+            if self.open_keys is not None and self.open_extent is not None:
+                # on the extent the open recorded after S (ours, the CLI's, the
+                # reference's), as `mssql-cdc backfill` cuts its plan: keys inserted
+                # above its MAX since are the stream's
+                keys, extent, tokens = plan_from_extent(options, self.open_keys,
+                                                        self.open_extent, rows)
+            else:  # an open that recorded no extent (an earlier release's): read now
+                keys, extent, tokens = plan_from_extent(options, None, None, rows)
             parts = [_plan_detail(t) for t in tokens]
-            keys = parts[0][0]
             if self.open_keys is not None and not _same_keys(keys, self.open_keys):
                 raise ValueError(
                     f"snapshot {self.s} cuts its chunks on {json.dumps(self.open_keys)}, "
@@ -275,12 +287,9 @@ class _Run:
                     "option, else the capture instance's unique index): a plan stays on the "
                     "columns it opened with. Set snapshotKeys as when it opened, or take a new "
                     "snapshot. Nothing was written")
-            kind = "int" if len(keys) == 1 and all(
-                b is None or type(b) is int for _, lo, hi in parts for b in (lo, hi)) \
-                else "keyset"
-            plan = {"snapshot": self.s, "kind": kind, "keys": keys, "chunk_rows": rows,
+            plan = {"snapshot": self.s, "kind": extent["kind"], "keys": keys, "chunk_rows": rows,
                     "chunks": [[lo, hi] for _, lo, hi in parts], "chunk_count": len(tokens),
-                    "tokens": tokens}
+                    "tokens": tokens, "extent": extent}
             tables.ensure(self.spark, self.plans, "plans", tables.PLANS_DDL)
             tables.write(self.spark.createDataFrame(
                 [(self.s, "snapshot_plan", json.dumps(plan, separators=(",", ":")))],
@@ -289,7 +298,7 @@ class _Run:
             if self.plan is None:
                 raise ValueError(f"{self.plans}: the plan of snapshot {self.s} just written is "
                                  "not there")
-        public = {k: v for k, v in self.plan.items() if k not in ("chunks", "tokens")}
+        public = {k: v for k, v in self.plan.items() if k not in ("chunks", "tokens", "extent")}
         row = recovery.event_row(self.sink, "snapshot_plan", self.cdc._offset(self.s),
                                  self.target, detail=json.dumps(public, separators=(",", ":")))
         row.update(started_at=started, duration_ms=round((time.monotonic() - t0) * 1000))
@@ -313,18 +322,27 @@ class _Run:
         return self.k * max(1, int(rounds))
 
     def _max_bound(self) -> Any:
-        """The largest key a keyset plan was cut below (the CLI's open records
-        it), past which its last chunk's end is sought again; else None."""
-        e = self.open_extent or {}
+        """The largest key a keyset plan was cut below (the open records it,
+        ours as the CLI's), past which its last chunk's end is sought again;
+        else None. A plan of ours names the extent it was cut on; one of an
+        earlier release's (tokens, no extent) was cut on the extent its first
+        call read, not on the open's: its last chunk is read as planned."""
+        plan = self.plan or {}
+        if "tokens" in plan and "extent" not in plan:
+            return None
+        e = plan.get("extent") or self.open_extent or {}
         return e.get("max") if e.get("kind") == "keyset" else None
 
     def tokens(self, chunks: dict[int, list[Any]], max_bound: Any = None) -> dict[int, str]:
         """Tokens of these chunks ({chunk: [lo, hi]}): the plan's own when it
-        keeps them (ours), else made by the library from the plan's bounds
-        with these in place (a plan of mssql-cdc backfill's)."""
+        keeps them (ours) for these very bounds, else made by the library
+        from the plan's bounds with these in place (a plan of mssql-cdc
+        backfill's, or a last chunk whose end was sought again)."""
         assert self.plan is not None
-        if "tokens" in self.plan:
-            return {i: self.plan["tokens"][i] for i in chunks}
+        own = self.plan.get("tokens")
+        if own is not None and max_bound is None and all(
+                list(self.plan["chunks"][i]) == list(c) for i, c in chunks.items()):
+            return {i: own[i] for i in chunks}
         from .spark import plan_chunks
         bounds = [list(c) for c in self.plan["chunks"]]
         for i, c in chunks.items():
@@ -343,7 +361,7 @@ class _Run:
         ids = range(first, min(total, first + width))
         bounds = {i: list(self.plan["chunks"][i]) for i in ids}
         if total - 1 in bounds and bounds[total - 1][1] is None and \
-                self._max_bound() is not None and "tokens" not in self.plan:
+                self._max_bound() is not None:
             token = self.tokens({total - 1: bounds[total - 1]}, self._max_bound())[total - 1]
             bounds[total - 1][1] = json.loads(token)["hi"]
         rows = [{"snapshot": self.s, "chunk": i, "wave": n, "lo": bounds[i][0],

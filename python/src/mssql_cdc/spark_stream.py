@@ -414,10 +414,12 @@ class CdcStream:
         lsn = offset["lsn"]
         detail = recovery.open_detail("chunked", kind, generation, lost_from, lost_to,
                                       switch_batch_id)
-        # the plans row also names the key the chunks are cut on, as the CLI's (whose
-        # backfill goes on from a plan of ours with it; the facts row leaves it out)
-        from .spark import snapshot_keys
-        whole = json.dumps({**json.loads(detail), "keys": snapshot_keys(self.source_options())},
+        # the plans row also names the key the chunks are cut on and its extent, read
+        # through the library after S as the CLI's open reads them (the facts row leaves
+        # both out): the plan either backfill cuts tiles up to just above that MAX
+        from .spark import plan_from_extent
+        keys, extent, _ = plan_from_extent(self.source_options(), None, None, 0)
+        whole = json.dumps({**json.loads(detail), "keys": keys, "plan": extent},
                            separators=(",", ":"))
         plans = f"{target}_snapshot_plans"
         tables.ensure(self.spark, plans, "plans", tables.PLANS_DDL)
