@@ -91,6 +91,15 @@ static inline void copy_short(uint8_t *d, const uint8_t *p, uint32_t n) {
 static inline int put_var(mcdc_column *c, const void *p, uint32_t n, mcdc_error *err) {
     int rc = room(c, n, err);
     if (rc != MCDC_OK) return rc;
+    if (n) memcpy(c->data + c->data_len, p, n);
+    c->data_len += n;
+    end_var(c);
+    return MCDC_OK;
+}
+/* put_var for a value read in place from the reply */
+static inline int put_wire_var(mcdc_column *c, const uint8_t *p, uint32_t n, mcdc_error *err) {
+    int rc = room(c, n, err);
+    if (rc != MCDC_OK) return rc;
     copy_short(c->data + c->data_len, p, n);
     c->data_len += n;
     end_var(c);
@@ -453,7 +462,7 @@ CONV(guid) {
 }
 CONV(bytes) {
     (void)tc;
-    return put_var(c, p, len, err);
+    return put_wire_var(c, p, len, err);
 }
 /* ---- text to UTF-8 -------------------------------------------------------------
  * Fast paths work on 8-byte words read in host order: the wire is

@@ -368,6 +368,64 @@ TEST(tds_decode_guid_decimal_datetime2_values) {
     }
 }
 
+/* decimal at its own scale and precision up to 19 (the 64-bit path): both
+ * signs, zero and negative zero, the largest value that fits and the
+ * smallest that does not, against 128-bit arithmetic written here. */
+TEST(tds_decode_decimal_own_scale_values) {
+    static const struct { uint8_t prec, scale, len; } T[] = {
+        {18, 4, 9}, {9, 2, 5}, {19, 0, 9}, {10, 3, 9}, {1, 0, 5}};
+    for (size_t t = 0; t < sizeof T / sizeof T[0]; t++) {
+        conv_fixture f;
+        CHECK(fixture_open(&f, TDS_DECIMALN, T[t].len, T[t].prec, T[t].scale, MCDC_TYPE_DECIMAL,
+                           T[t].prec, T[t].scale));
+        mcdc_column *c = &f.batch->columns[0];
+        mcdc_u128 lim = 1;
+        for (int i = 0; i < T[t].prec; i++) lim *= 10;
+        uint64_t wide = T[t].len == 9 ? ~0ull : 0xFFFFFFFFull;
+        const uint64_t M[] = {0, 1, 12345, (uint64_t)(lim - 1), (uint64_t)lim, wide};
+        for (size_t k = 0; k < sizeof M / sizeof M[0]; k++) {
+            for (uint8_t sign = 0; sign <= 1; sign++) {
+                if (M[k] > wide) continue;
+                uint8_t w[9] = {sign};
+                for (int i = 0; i < 8; i++) w[1 + i] = (uint8_t)(M[k] >> (8 * i));
+                int rc = conv(&f, w, T[t].len);
+                if ((mcdc_u128)M[k] >= lim) {
+                    CHECK_EQ_INT(rc, MCDC_E_SCHEMA);
+                    continue;
+                }
+                CHECK_EQ_INT(rc, MCDC_OK);
+                mcdc_u128 v = sign ? (mcdc_u128)M[k] : (mcdc_u128)0 - M[k];
+                uint64_t lo, hi;
+                memcpy(&lo, c->values + (c->length - 1) * 16, 8);
+                memcpy(&hi, c->values + (c->length - 1) * 16 + 8, 8);
+                CHECK(lo == (uint64_t)v && hi == (uint64_t)(v >> 64));
+            }
+        }
+        fixture_close(&f);
+    }
+}
+
+/* varbinary of every length 0..80, back to back in one column, each
+ * value's bytes and nothing around them (the short copies). */
+TEST(tds_decode_binary_every_length) {
+    conv_fixture f;
+    CHECK(fixture_open(&f, TDS_BIGVARBINARY, 80, 0, 0, MCDC_TYPE_BINARY, 0, 0));
+    uint8_t w[80];
+    int bad = 0;
+    for (uint32_t n = 0; n <= 80; n++) {
+        for (uint32_t i = 0; i < n; i++) w[i] = (uint8_t)(n * 31 + i * 7 + 1);
+        bad += conv(&f, w, n) != MCDC_OK || !last_is(&f, w, n);
+    }
+    CHECK_EQ_INT(bad, 0);
+    const mcdc_column *c = &f.batch->columns[0];
+    CHECK_EQ_INT(c->data_len, 80 * 81 / 2);
+    for (uint32_t n = 0; n <= 80; n++) /* later values left the earlier ones intact */
+        for (uint32_t i = 0; i < n; i++)
+            bad += c->data[(uint32_t)c->offsets[n] + i] != (uint8_t)(n * 31 + i * 7 + 1);
+    CHECK_EQ_INT(bad, 0);
+    fixture_close(&f);
+}
+
 /* NULLs written at each converter's width (ROW length-zero and NBCROW
  * bitmap forms) leave zeros in the slot even over reused, dirty buffers. */
 TEST(tds_decode_nulls_zero_their_slots) {
