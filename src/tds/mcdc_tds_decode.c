@@ -53,27 +53,28 @@ static inline void put_fixed(mcdc_column *c, const void *v, size_t w) {
     memcpy(c->values + (size_t)c->length * w, v, w);
     c->length++;
 }
+/* room's growth, out of line: the per-cell writers stay small leaves */
+COLD static int room_grow(mcdc_column *c, int64_t n, mcdc_error *err) {
+    if (n > (int64_t)MCDC_VALUE_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "column '%s': a value of %lld bytes exceeds the limit of %u",
+                              c->field->name, (long long)n, MCDC_VALUE_BYTES_MAX);
+    return mcdc_col_reserve(c, 0, n, err);
+}
 static inline int room(mcdc_column *c, int64_t n, mcdc_error *err) {
-    if (UNLIKELY(c->data_len + n > c->data_cap)) {
-        if (n > (int64_t)MCDC_VALUE_BYTES_MAX)
-            return mcdc_error_set(err, MCDC_E_LIMIT,
-                                  "column '%s': a value of %lld bytes exceeds the limit of %u",
-                                  c->field->name, (long long)n, MCDC_VALUE_BYTES_MAX);
-        return mcdc_col_reserve(c, 0, n, err);
-    }
+    if (UNLIKELY(c->data_len + n > c->data_cap)) return room_grow(c, n, err);
     return MCDC_OK;
 }
 static inline void end_var(mcdc_column *c) {
     c->offsets[c->length + 1] = (int32_t)c->data_len;
     c->length++;
 }
-/* n bytes from p to d. The short values most variable columns hold (LSNs,
- * keys, small binaries) are two overlapping fixed-size copies that compile
- * to plain loads and stores, without a call into the C library. */
-static inline void copy_short(uint8_t *d, const uint8_t *p, uint32_t n) {
-    if (n > 32) {
-        memcpy(d, p, n);
-    } else if (n >= 16) {
+/* n <= 32 bytes from p to d. The short values most variable columns hold
+ * (LSNs, keys, small binaries) are two overlapping fixed-size copies that
+ * compile to plain loads and stores, without a call into the C library. */
+__attribute__((always_inline)) static inline void copy_short(uint8_t *d, const uint8_t *p,
+                                                             uint32_t n) {
+    if (n >= 16) {
         memcpy(d, p, 16);
         memcpy(d + n - 16, p + n - 16, 16);
     } else if (n >= 8) {
@@ -96,10 +97,15 @@ static inline int put_var(mcdc_column *c, const void *p, uint32_t n, mcdc_error 
     end_var(c);
     return MCDC_OK;
 }
-/* put_var for a value read in place from the reply */
-static inline int put_wire_var(mcdc_column *c, const uint8_t *p, uint32_t n, mcdc_error *err) {
-    int rc = room(c, n, err);
-    if (rc != MCDC_OK) return rc;
+/* put_var for a value read in place from the reply. Values over 32 bytes
+ * and a full buffer go out of line, so that the common case makes no call
+ * (and needs no stack frame). */
+COLD static int put_wire_long(mcdc_column *c, const uint8_t *p, uint32_t n, mcdc_error *err) {
+    return put_var(c, p, n, err);
+}
+__attribute__((always_inline)) static inline int put_wire_var(mcdc_column *c, const uint8_t *p,
+                                                              uint32_t n, mcdc_error *err) {
+    if (UNLIKELY(n > 32 || c->data_len + n > c->data_cap)) return put_wire_long(c, p, n, err);
     copy_short(c->data + c->data_len, p, n);
     c->data_len += n;
     end_var(c);
@@ -165,7 +171,8 @@ static const mcdc_u128 POW10[39] = {
     P10_19 * 100000000000000000ull, P10_19 * 1000000000000000000ull, P10_19 * P10_19};
 #undef P10_19
 
-static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag, int src_scale, mcdc_error *err) {
+__attribute__((noinline)) static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag,
+                                                 int src_scale, mcdc_error *err) {
     const mcdc_u128 *p10 = POW10;
     int k = c->field->scale - src_scale;
     if (k < 0)
@@ -353,7 +360,7 @@ static inline mcdc_u128 decimal_mag(const uint8_t *p, uint32_t len) {
     for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
     return mag;
 }
-CONV(decimal) {
+__attribute__((always_inline)) CONV(decimal) {
     if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
     const mcdc_field *f = c->field;
     /* The common case, precision up to 18 at its own scale (4 or 8 bytes
@@ -460,7 +467,7 @@ CONV(guid) {
     end_var(c);
     return MCDC_OK;
 }
-CONV(bytes) {
+__attribute__((always_inline)) CONV(bytes) {
     (void)tc;
     return put_wire_var(c, p, len, err);
 }
@@ -1594,7 +1601,10 @@ int mcdc_tds_decode_row(mcdc_tds_stream *s, uint8_t tok, const mcdc_tds_meta *m,
     rc = mcdc_tds_need(s, nb, err);
     if (rc != MCDC_OK) return rc;
     uint8_t bits[MCDC_COLUMNS_MAX / 8];
-    memcpy(bits, s->buf + s->pos, nb);
+    if (nb <= 16 && s->len - s->pos >= 16) /* one fixed copy, no call; the bytes after are unused */
+        memcpy(bits, s->buf + s->pos, 16);
+    else
+        memcpy(bits, s->buf + s->pos, nb);
     s->pos += nb;
     /* 8 columns per bitmap byte: a byte without NULLs reads its columns
      * as ROW does, with no test per column */
