@@ -813,7 +813,8 @@ CONV(cp1252) {
     uint8_t *const o0 = c->data + c->data_len;
     /* ASCII copied as it is checked, 16 (SSE2) or 8 bytes a step, the
      * value's last step overlapping (the output so far is one byte per
-     * byte); from the first other byte on, byte by byte. */
+     * byte); from the first other byte on, byte by byte. A value of 8 to
+     * 16 bytes is two overlapping words. */
     uint32_t i = 0;
 #if defined(__SSE2__)
     if (len >= 16) {
@@ -829,30 +830,36 @@ CONV(cp1252) {
                 i = len;
             }
         }
-    }
+    } else
 #endif
-    while (i + 8 <= len && (ld64(p + i) & 0x8080808080808080ull) == 0) {
-        st64(o0 + i, ld64(p + i));
-        i += 8;
-    }
-    if (i < len && len >= 8 && i + 8 > len &&
-        (ld64(p + len - 8) & 0x8080808080808080ull) == 0) {
-        st64(o0 + len - 8, ld64(p + len - 8));
-        i = len;
+    if (len >= 8 && len <= 16) {
+        uint64_t a = ld64(p), b = ld64(p + len - 8);
+        if (((a | b) & 0x8080808080808080ull) == 0) {
+            st64(o0, a);
+            st64(o0 + len - 8, b);
+            i = len;
+        }
     }
     uint8_t *o = o0 + i;
-    while (i < len) {
-        if (i + 8 <= len) {
-            uint64_t w = ld64(p + i);
-            if ((w & 0x8080808080808080ull) == 0) {
-                st64(o, w);
-                o += 8;
-                i += 8;
-                continue;
-            }
+    if (i < len) {
+        while (i + 8 <= len && (ld64(p + i) & 0x8080808080808080ull) == 0) {
+            st64(o0 + i, ld64(p + i));
+            i += 8;
         }
-        uint32_t b = p[i++];
-        o = utf8_bmp(o, b < 0x80 ? b : b < 0xA0 ? CP1252_HI[b - 0x80] : b);
+        o = o0 + i;
+        while (i < len) {
+            if (i + 8 <= len) {
+                uint64_t w = ld64(p + i);
+                if ((w & 0x8080808080808080ull) == 0) {
+                    st64(o, w);
+                    o += 8;
+                    i += 8;
+                    continue;
+                }
+            }
+            uint32_t b = p[i++];
+            o = utf8_bmp(o, b < 0x80 ? b : b < 0xA0 ? CP1252_HI[b - 0x80] : b);
+        }
     }
     c->data_len = o - c->data;
     end_var(c);
