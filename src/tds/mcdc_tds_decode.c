@@ -69,7 +69,7 @@ static inline void end_var(mcdc_column *c) {
     c->offsets[c->length + 1] = (int32_t)c->data_len;
     c->length++;
 }
-/* n <= 32 bytes from p to d. The short values most variable columns hold
+/* 1 <= n <= 32 bytes from p to d. The short values most variable columns hold
  * (LSNs, keys, small binaries) are two overlapping fixed-size copies that
  * compile to plain loads and stores, without a call into the C library. */
 __attribute__((always_inline)) static inline void copy_short(uint8_t *d, const uint8_t *p,
@@ -83,7 +83,7 @@ __attribute__((always_inline)) static inline void copy_short(uint8_t *d, const u
     } else if (n >= 4) {
         memcpy(d, p, 4);
         memcpy(d + n - 4, p + n - 4, 4);
-    } else if (n > 0) {
+    } else {
         d[0] = p[0];
         d[n >> 1] = p[n >> 1];
         d[n - 1] = p[n - 1];
@@ -106,7 +106,7 @@ COLD static int put_wire_long(mcdc_column *c, const uint8_t *p, uint32_t n, mcdc
 __attribute__((always_inline)) static inline int put_wire_var(mcdc_column *c, const uint8_t *p,
                                                               uint32_t n, mcdc_error *err) {
     if (UNLIKELY(n > 32 || c->data_len + n > c->data_cap)) return put_wire_long(c, p, n, err);
-    copy_short(c->data + c->data_len, p, n);
+    if (n > 0) copy_short(c->data + c->data_len, p, n); /* data is NULL before a first byte */
     c->data_len += n;
     end_var(c);
     return MCDC_OK;
