@@ -53,24 +53,60 @@ static inline void put_fixed(mcdc_column *c, const void *v, size_t w) {
     memcpy(c->values + (size_t)c->length * w, v, w);
     c->length++;
 }
+/* room's growth, out of line: the per-cell writers stay small leaves */
+COLD static int room_grow(mcdc_column *c, int64_t n, mcdc_error *err) {
+    if (n > (int64_t)MCDC_VALUE_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "column '%s': a value of %lld bytes exceeds the limit of %u",
+                              c->field->name, (long long)n, MCDC_VALUE_BYTES_MAX);
+    return mcdc_col_reserve(c, 0, n, err);
+}
 static inline int room(mcdc_column *c, int64_t n, mcdc_error *err) {
-    if (UNLIKELY(c->data_len + n > c->data_cap)) {
-        if (n > (int64_t)MCDC_VALUE_BYTES_MAX)
-            return mcdc_error_set(err, MCDC_E_LIMIT,
-                                  "column '%s': a value of %lld bytes exceeds the limit of %u",
-                                  c->field->name, (long long)n, MCDC_VALUE_BYTES_MAX);
-        return mcdc_col_reserve(c, 0, n, err);
-    }
+    if (UNLIKELY(c->data_len + n > c->data_cap)) return room_grow(c, n, err);
     return MCDC_OK;
 }
 static inline void end_var(mcdc_column *c) {
     c->offsets[c->length + 1] = (int32_t)c->data_len;
     c->length++;
 }
+/* 1 <= n <= 32 bytes from p to d. The short values most variable columns hold
+ * (LSNs, keys, small binaries) are two overlapping fixed-size copies that
+ * compile to plain loads and stores, without a call into the C library. */
+__attribute__((always_inline)) static inline void copy_short(uint8_t *d, const uint8_t *p,
+                                                             uint32_t n) {
+    if (n >= 16) {
+        memcpy(d, p, 16);
+        memcpy(d + n - 16, p + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(d, p, 8);
+        memcpy(d + n - 8, p + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(d, p, 4);
+        memcpy(d + n - 4, p + n - 4, 4);
+    } else {
+        d[0] = p[0];
+        d[n >> 1] = p[n >> 1];
+        d[n - 1] = p[n - 1];
+    }
+}
 static inline int put_var(mcdc_column *c, const void *p, uint32_t n, mcdc_error *err) {
     int rc = room(c, n, err);
     if (rc != MCDC_OK) return rc;
     if (n) memcpy(c->data + c->data_len, p, n);
+    c->data_len += n;
+    end_var(c);
+    return MCDC_OK;
+}
+/* put_var for a value read in place from the reply. Values over 32 bytes
+ * and a full buffer go out of line, so that the common case makes no call
+ * (and needs no stack frame). */
+COLD static int put_wire_long(mcdc_column *c, const uint8_t *p, uint32_t n, mcdc_error *err) {
+    return put_var(c, p, n, err);
+}
+__attribute__((always_inline)) static inline int put_wire_var(mcdc_column *c, const uint8_t *p,
+                                                              uint32_t n, mcdc_error *err) {
+    if (UNLIKELY(n > 32 || c->data_len + n > c->data_cap)) return put_wire_long(c, p, n, err);
+    if (n > 0) copy_short(c->data + c->data_len, p, n); /* data is NULL before a first byte */
     c->data_len += n;
     end_var(c);
     return MCDC_OK;
@@ -135,7 +171,8 @@ static const mcdc_u128 POW10[39] = {
     P10_19 * 100000000000000000ull, P10_19 * 1000000000000000000ull, P10_19 * P10_19};
 #undef P10_19
 
-static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag, int src_scale, mcdc_error *err) {
+__attribute__((noinline)) static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag,
+                                                 int src_scale, mcdc_error *err) {
     const mcdc_u128 *p10 = POW10;
     int k = c->field->scale - src_scale;
     if (k < 0)
@@ -323,8 +360,25 @@ static inline mcdc_u128 decimal_mag(const uint8_t *p, uint32_t len) {
     for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
     return mag;
 }
-CONV(decimal) {
+__attribute__((always_inline)) CONV(decimal) {
     if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
+    const mcdc_field *f = c->field;
+    /* The common case, precision up to 18 at its own scale (4 or 8 bytes
+     * of magnitude): 64-bit arithmetic; else, and for every error, the
+     * general path. */
+    if ((len == 5 || len == 9) && tc->scale == f->scale && f->precision <= 19) {
+        uint64_t mag = len == 9 ? tds_u64(p + 1) : tds_u32(p + 1);
+        if (mag < (uint64_t)POW10[f->precision]) {
+            uint64_t neg = p[0] == 0; /* sign byte 0: negative */
+            uint64_t m = 0 - (neg & (mag != 0)); /* all ones for a negative value */
+            uint64_t lo = (mag ^ m) - m, hi = m;
+            uint8_t *d = c->values + (size_t)c->length * 16;
+            memcpy(d, &lo, 8);
+            memcpy(d + 8, &hi, 8);
+            c->length++;
+            return MCDC_OK;
+        }
+    }
     return put_decimal(c, p[0] == 0, decimal_mag(p, len), tc->scale, err);
 }
 CONV(money) {
@@ -403,19 +457,50 @@ CONV(time_text) {
     int n = mcdc_driver_time_text(buf, sizeof buf, time_100ns(p, tc->scale), tc->scale);
     return put_var(c, buf, (uint32_t)n, err);
 }
+#if defined(__SSE2__)
+/* mcdc_driver_guid_text with SSSE3: the 32 hex digits by a table lookup,
+ * then put in display order with the dashes by two byte shuffles; three
+ * stores (16 + 16 + 4) fill exactly the 36 bytes. */
+__attribute__((target("ssse3"))) static void guid_text_ssse3(uint8_t *o, const uint8_t p[16]) {
+    const __m128i hex = _mm_setr_epi8('0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'A', 'B',
+                                      'C', 'D', 'E', 'F');
+    const __m128i f = _mm_set1_epi8(0x0F);
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i hi = _mm_shuffle_epi8(hex, _mm_and_si128(_mm_srli_epi16(v, 4), f));
+    __m128i lo = _mm_shuffle_epi8(hex, _mm_and_si128(v, f));
+    __m128i d0 = _mm_unpacklo_epi8(hi, lo), d1 = _mm_unpackhi_epi8(hi, lo); /* bytes 0-7, 8-15 */
+    /* bytes 3 2 1 0 - 5 4 - 7 6 - 8 9 - 10..15; -1 lanes are zero, then the dashes */
+    __m128i a = _mm_shuffle_epi8(d0, _mm_setr_epi8(6, 7, 4, 5, 2, 3, 0, 1, -1, 10, 11, 8, 9, -1,
+                                                   14, 15));
+    a = _mm_or_si128(a, _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, '-', 0, 0, 0, 0, '-', 0, 0));
+    __m128i b = _mm_or_si128(
+        _mm_shuffle_epi8(d0, _mm_setr_epi8(12, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                           -1, -1)),
+        _mm_shuffle_epi8(d1, _mm_setr_epi8(-1, -1, -1, 0, 1, 2, 3, -1, 4, 5, 6, 7, 8, 9, 10, 11)));
+    b = _mm_or_si128(b, _mm_setr_epi8(0, 0, '-', 0, 0, 0, 0, '-', 0, 0, 0, 0, 0, 0, 0, 0));
+    _mm_storeu_si128((__m128i *)(void *)o, a);
+    _mm_storeu_si128((__m128i *)(void *)(o + 16), b);
+    uint32_t last = (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(d1, 12));
+    memcpy(o + 32, &last, 4);
+}
+#endif
 CONV(guid) {
-    (void)tc;
     if (UNLIKELY(len != 16)) return badv(c, err, "uniqueidentifier", len);
     int rc = room(c, 36, err);
     if (rc != MCDC_OK) return rc;
-    mcdc_driver_guid_text((char *)c->data + c->data_len, p);
+#if defined(__SSE2__)
+    if (tc != NULL && tc->ssse3)
+        guid_text_ssse3(c->data + c->data_len, p);
+    else
+#endif
+        mcdc_driver_guid_text((char *)c->data + c->data_len, p);
     c->data_len += 36;
     end_var(c);
     return MCDC_OK;
 }
-CONV(bytes) {
+__attribute__((always_inline)) CONV(bytes) {
     (void)tc;
-    return put_var(c, p, len, err);
+    return put_wire_var(c, p, len, err);
 }
 /* ---- text to UTF-8 -------------------------------------------------------------
  * Fast paths work on 8-byte words read in host order: the wire is
@@ -706,7 +791,7 @@ static int utf16_plain(mcdc_column *c, const uint8_t *p, uint32_t len, mcdc_erro
 }
 CONV(utf16) {
 #if defined(__SSE2__)
-    if (tc != NULL && tc->utf8_pack) return utf16_pack(c, p, len, err);
+    if (tc != NULL && tc->ssse3) return utf16_pack(c, p, len, err);
 #endif
     (void)tc;
     return utf16_plain(c, p, len, err);
@@ -717,7 +802,7 @@ static const uint16_t CP1252_HI[32] = {
     0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
     0x2039, 0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
     0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178};
-CONV(cp1252) {
+__attribute__((always_inline)) CONV(cp1252) {
     (void)tc;
     if (len == 0) {
         end_var(c);
@@ -728,7 +813,8 @@ CONV(cp1252) {
     uint8_t *const o0 = c->data + c->data_len;
     /* ASCII copied as it is checked, 16 (SSE2) or 8 bytes a step, the
      * value's last step overlapping (the output so far is one byte per
-     * byte); from the first other byte on, byte by byte. */
+     * byte); from the first other byte on, byte by byte. A value of 8 to
+     * 16 bytes is two overlapping words. */
     uint32_t i = 0;
 #if defined(__SSE2__)
     if (len >= 16) {
@@ -744,30 +830,36 @@ CONV(cp1252) {
                 i = len;
             }
         }
-    }
+    } else
 #endif
-    while (i + 8 <= len && (ld64(p + i) & 0x8080808080808080ull) == 0) {
-        st64(o0 + i, ld64(p + i));
-        i += 8;
-    }
-    if (i < len && len >= 8 && i + 8 > len &&
-        (ld64(p + len - 8) & 0x8080808080808080ull) == 0) {
-        st64(o0 + len - 8, ld64(p + len - 8));
-        i = len;
+    if (len >= 8 && len <= 16) {
+        uint64_t a = ld64(p), b = ld64(p + len - 8);
+        if (((a | b) & 0x8080808080808080ull) == 0) {
+            st64(o0, a);
+            st64(o0 + len - 8, b);
+            i = len;
+        }
     }
     uint8_t *o = o0 + i;
-    while (i < len) {
-        if (i + 8 <= len) {
-            uint64_t w = ld64(p + i);
-            if ((w & 0x8080808080808080ull) == 0) {
-                st64(o, w);
-                o += 8;
-                i += 8;
-                continue;
-            }
+    if (i < len) {
+        while (i + 8 <= len && (ld64(p + i) & 0x8080808080808080ull) == 0) {
+            st64(o0 + i, ld64(p + i));
+            i += 8;
         }
-        uint32_t b = p[i++];
-        o = utf8_bmp(o, b < 0x80 ? b : b < 0xA0 ? CP1252_HI[b - 0x80] : b);
+        o = o0 + i;
+        while (i < len) {
+            if (i + 8 <= len) {
+                uint64_t w = ld64(p + i);
+                if ((w & 0x8080808080808080ull) == 0) {
+                    st64(o, w);
+                    o += 8;
+                    i += 8;
+                    continue;
+                }
+            }
+            uint32_t b = p[i++];
+            o = utf8_bmp(o, b < 0x80 ? b : b < 0xA0 ? CP1252_HI[b - 0x80] : b);
+        }
     }
     c->data_len = o - c->data;
     end_var(c);
@@ -1516,7 +1608,7 @@ int mcdc_tds_bind(mcdc_tds_meta *m, const mcdc_field *f, mcdc_error *err) {
         tc->conv = CONV_FN[k];
         tc->null_w = NULLW_OF[k];
 #if defined(__SSE2__)
-        tc->utf8_pack = tc->utf16 && __builtin_cpu_supports("ssse3");
+        tc->ssse3 = __builtin_cpu_supports("ssse3");
 #endif
         switch (tc->wire) {
         case TDS_WIRE_FIXED: tc->dec = FIXED_FN[k]; break;
@@ -1547,7 +1639,10 @@ int mcdc_tds_decode_row(mcdc_tds_stream *s, uint8_t tok, const mcdc_tds_meta *m,
     rc = mcdc_tds_need(s, nb, err);
     if (rc != MCDC_OK) return rc;
     uint8_t bits[MCDC_COLUMNS_MAX / 8];
-    memcpy(bits, s->buf + s->pos, nb);
+    if (nb <= 16 && s->len - s->pos >= 16) /* one fixed copy, no call; the bytes after are unused */
+        memcpy(bits, s->buf + s->pos, 16);
+    else
+        memcpy(bits, s->buf + s->pos, nb);
     s->pos += nb;
     /* 8 columns per bitmap byte: a byte without NULLs reads its columns
      * as ROW does, with no test per column */

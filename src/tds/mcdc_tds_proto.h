@@ -143,7 +143,8 @@ typedef struct mcdc_tds_col {
     mcdc_tds_dec_fn dec; /* chosen for the bound target */
     mcdc_tds_conv_fn conv; /* (max), text and variant values: after gathering */
     int8_t null_w;       /* how the bound target writes a NULL (mcdc_tds_decode.c) */
-    bool utf8_pack;      /* UTF-16 blocks packed with SSSE3 (the CPU has it; tests clear it) */
+    bool ssse3;          /* the SSSE3 paths (UTF-16 packing, uniqueidentifier text): the CPU
+                          * has it; tests clear it for the SSE2 ones */
 } mcdc_tds_col;
 
 typedef struct mcdc_tds_meta {

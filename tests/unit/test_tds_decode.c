@@ -136,8 +136,8 @@ TEST(tds_decode_utf16_fast_paths_match_reference) {
     conv_fixture f;
     CHECK(fixture_open(&f, TDS_NVARCHAR, 200, 0, 0, MCDC_TYPE_UTF8, 0, 0));
     for (int path = 0; path < 2; path++) {
-        if (path == 0) CHECK_EQ_INT(f.col.utf8_pack, __builtin_cpu_supports("ssse3") != 0);
-        if (path == 1) f.col.utf8_pack = false; /* the SSE2 path on an SSSE3 host */
+        if (path == 0) CHECK_EQ_INT(f.col.ssse3, __builtin_cpu_supports("ssse3") != 0);
+        if (path == 1) f.col.ssse3 = false; /* the SSE2 path on an SSSE3 host */
         /* Characters of each UTF-8 length, and the edges of each range. */
         static const uint16_t ODD[] = {0x00, 0x7F, 0x80, 0xE9, 0x7FF, 0x800, 0x65E5, 0xD7FF,
                                        0xE000, 0xFFFD, 0xFFFF, 0xFF80, 0x0100};
@@ -203,7 +203,7 @@ TEST(tds_decode_utf16_blocks_match_reference) {
     conv_fixture f;
     CHECK(fixture_open(&f, TDS_NVARCHAR, 200, 0, 0, MCDC_TYPE_UTF8, 0, 0));
     for (int path = 0; path < 2; path++) {
-        if (path == 1) f.col.utf8_pack = false; /* the SSE2 path on an SSSE3 host */
+        if (path == 1) f.col.ssse3 = false; /* the SSE2 path on an SSSE3 host */
         static const uint16_t MIX[] = {'a', 0xEB, 0x6771, 'Z', 0x3A9, 0xFFEF, 0x7F, 0x80, 0x7FF, 0x800};
         enum { NMIX = sizeof MIX / sizeof MIX[0] };
         static const uint16_t SUR[][2] = {{0xD83D, 0xDE00}, {0xDBFF, 0xDFFF}, {0xD800, 'x'},
@@ -292,7 +292,10 @@ TEST(tds_decode_cp1252_fast_paths_match_reference) {
 
 TEST(tds_decode_guid_decimal_datetime2_values) {
     conv_fixture f;
+    /* uniqueidentifier text on the SSSE3 path (when the CPU has it), then SSE2 */
+    for (int path = 0; path < 2; path++) {
     CHECK(fixture_open(&f, TDS_GUID, 16, 0, 0, MCDC_TYPE_UTF8, 0, 0));
+    if (path == 1) f.col.ssse3 = false;
     static const uint8_t G[16] = {0x33, 0x22, 0x11, 0x00, 0x55, 0x44, 0x77, 0x66,
                                   0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF};
     CHECK_EQ_INT(conv(&f, G, 16), MCDC_OK);
@@ -319,6 +322,7 @@ TEST(tds_decode_guid_decimal_datetime2_values) {
     CHECK_EQ_INT(gbad, 0);
     CHECK_EQ_INT(conv(&f, G, 15), MCDC_E_PROTOCOL);
     fixture_close(&f);
+    }
 
     /* decimal: every wire width, both signs, to decimal(38,s) and rescaled */
     CHECK(fixture_open(&f, TDS_DECIMALN, 17, 38, 2, MCDC_TYPE_DECIMAL, 38, 4));
@@ -366,6 +370,64 @@ TEST(tds_decode_guid_decimal_datetime2_values) {
         CHECK_EQ_INT(conv(&f, w, (uint32_t)tb + 2), MCDC_E_PROTOCOL);
         fixture_close(&f);
     }
+}
+
+/* decimal at its own scale and precision up to 19 (the 64-bit path): both
+ * signs, zero and negative zero, the largest value that fits and the
+ * smallest that does not, against 128-bit arithmetic written here. */
+TEST(tds_decode_decimal_own_scale_values) {
+    static const struct { uint8_t prec, scale, len; } T[] = {
+        {18, 4, 9}, {9, 2, 5}, {19, 0, 9}, {10, 3, 9}, {1, 0, 5}};
+    for (size_t t = 0; t < sizeof T / sizeof T[0]; t++) {
+        conv_fixture f;
+        CHECK(fixture_open(&f, TDS_DECIMALN, T[t].len, T[t].prec, T[t].scale, MCDC_TYPE_DECIMAL,
+                           T[t].prec, T[t].scale));
+        mcdc_column *c = &f.batch->columns[0];
+        mcdc_u128 lim = 1;
+        for (int i = 0; i < T[t].prec; i++) lim *= 10;
+        uint64_t wide = T[t].len == 9 ? ~0ull : 0xFFFFFFFFull;
+        const uint64_t M[] = {0, 1, 12345, (uint64_t)(lim - 1), (uint64_t)lim, wide};
+        for (size_t k = 0; k < sizeof M / sizeof M[0]; k++) {
+            for (uint8_t sign = 0; sign <= 1; sign++) {
+                if (M[k] > wide) continue;
+                uint8_t w[9] = {sign};
+                for (int i = 0; i < 8; i++) w[1 + i] = (uint8_t)(M[k] >> (8 * i));
+                int rc = conv(&f, w, T[t].len);
+                if ((mcdc_u128)M[k] >= lim) {
+                    CHECK_EQ_INT(rc, MCDC_E_SCHEMA);
+                    continue;
+                }
+                CHECK_EQ_INT(rc, MCDC_OK);
+                mcdc_u128 v = sign ? (mcdc_u128)M[k] : (mcdc_u128)0 - M[k];
+                uint64_t lo, hi;
+                memcpy(&lo, c->values + (c->length - 1) * 16, 8);
+                memcpy(&hi, c->values + (c->length - 1) * 16 + 8, 8);
+                CHECK(lo == (uint64_t)v && hi == (uint64_t)(v >> 64));
+            }
+        }
+        fixture_close(&f);
+    }
+}
+
+/* varbinary of every length 0..80, back to back in one column, each
+ * value's bytes and nothing around them (the short copies). */
+TEST(tds_decode_binary_every_length) {
+    conv_fixture f;
+    CHECK(fixture_open(&f, TDS_BIGVARBINARY, 80, 0, 0, MCDC_TYPE_BINARY, 0, 0));
+    uint8_t w[80];
+    int bad = 0;
+    for (uint32_t n = 0; n <= 80; n++) {
+        for (uint32_t i = 0; i < n; i++) w[i] = (uint8_t)(n * 31 + i * 7 + 1);
+        bad += conv(&f, w, n) != MCDC_OK || !last_is(&f, w, n);
+    }
+    CHECK_EQ_INT(bad, 0);
+    const mcdc_column *c = &f.batch->columns[0];
+    CHECK_EQ_INT(c->data_len, 80 * 81 / 2);
+    for (uint32_t n = 0; n <= 80; n++) /* later values left the earlier ones intact */
+        for (uint32_t i = 0; i < n; i++)
+            bad += c->data[(uint32_t)c->offsets[n] + i] != (uint8_t)(n * 31 + i * 7 + 1);
+    CHECK_EQ_INT(bad, 0);
+    fixture_close(&f);
 }
 
 /* NULLs written at each converter's width (ROW length-zero and NBCROW
