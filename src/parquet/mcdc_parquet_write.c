@@ -1012,6 +1012,34 @@ static inline int dict_put(wcol *c, const uint8_t *key, size_t kn, const uint8_t
     return rc;
 }
 
+/* Whether rows [r0, r0+n) (n >= 2, none null) of a string/binary column all
+ * hold the same value: every length is the first's, and the bytes repeat
+ * with that period (one memcmp of the rows' bytes against themselves
+ * shifted by a value). Checks the second and the last value first, so a
+ * column of varied values costs two compares. */
+static bool ba_rows_one_value(const mcdc_column *in, int64_t r0, int64_t n) {
+    const int32_t *off = in->offsets + r0;
+    int32_t len = off[1] - off[0];
+    const uint8_t *p = in->data + off[0];
+    if (off[2] - off[1] != len || off[n] - off[n - 1] != len ||
+        (int64_t)(off[n] - off[0]) != (int64_t)len * n)
+        return false;
+    if (!pq_same_bytes(p, p + len, (size_t)len) ||
+        !pq_same_bytes(p, in->data + off[n - 1], (size_t)len))
+        return false;
+    int32_t diff = 0;
+    for (int64_t k = 2; k < n; k++) diff |= (off[k + 1] - off[k]) ^ len;
+    return diff == 0 && (len == 0 || memcmp(p + len, p, (size_t)len * (size_t)(n - 1)) == 0);
+}
+
+/* Appends the page's last index k more times (room reserved). */
+static void idx_repeat_last(wcol *c, int64_t k) {
+    uint32_t e = c->idx[c->idx_n - 1];
+    uint32_t *restrict d = c->idx + c->idx_n;
+    for (int64_t i = 0; i < k; i++) d[i] = e;
+    c->idx_n += k;
+}
+
 /* Room for n more indices in the page's idx, and the hash table. */
 static int dict_reserve(wcol *c, int64_t n) {
     if (c->idx_n + n > c->idx_cap) {
@@ -1060,12 +1088,21 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
         }                                                                              \
         c->idx[c->idx_n++] = e - 1;                                                    \
     }
+    /* one value in every row (a snapshot's commit time, its batch id): one
+     * probe, the rest its index */
+    int64_t repeat = 0;
+    if (!ba && n > 1 && memcmp(q, q + w, w) == 0 && memcmp(q + w, q, (size_t)(n - 1) * w) == 0) {
+        repeat = n - 1;
+        n = 1;
+    }
     if (!ba && w == 4) {
         DICT_FIXED(uint32_t)
+        if (repeat) idx_repeat_last(c, repeat);
         return MCDC_OK;
     }
     if (!ba && w == 8) {
         DICT_FIXED(uint64_t)
+        if (repeat) idx_repeat_last(c, repeat);
         return MCDC_OK;
     }
 #undef DICT_FIXED
@@ -1085,6 +1122,7 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
         }
         if ((rc = dict_put(c, key, kn, &prev, &prev_n))) return rc;
     }
+    if (repeat) idx_repeat_last(c, repeat);
     return MCDC_OK;
 }
 
@@ -1097,6 +1135,13 @@ static int dict_encode_input(wcol *c, const mcdc_column *in, int64_t r0, const i
     const int32_t *off = in->offsets;
     const uint8_t *prev = NULL;
     size_t prev_n = 0;
+    if (sel == NULL && n > 1 && ba_rows_one_value(in, r0, n)) {
+        /* one value in every row (a snapshot's LSN, its id): one probe */
+        int rc = dict_put(c, in->data + off[r0], (size_t)(off[r0 + 1] - off[r0]), &prev, &prev_n);
+        if (rc) return rc;
+        idx_repeat_last(c, n - 1);
+        return MCDC_OK;
+    }
     for (int64_t k = 0; k < n; k++) {
         int64_t r = sel ? sel[k] : r0 + k;
         const uint8_t *key = in->data + off[r];

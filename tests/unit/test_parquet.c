@@ -1765,3 +1765,80 @@ TEST(parquet_spare_carries_buffers_to_the_next_writer) {
     mcdc_schema_unref(s3);
     mcdc_batch_free(b);
 }
+
+/* Row r of the one-value test's batch `k`: in most batches every row holds
+ * the same value; in the others one row breaks it in a way the writer's
+ * one-value check must see (a different byte at the same length, lengths
+ * that still sum to the run's, the second or the last row). */
+static void one_value_rows(mcdc_batch *b, int k, int64_t n) {
+    for (int64_t r = 0; r < n; r++) {
+        char t[32] = "0x0000000000000000ABCDEF";
+        int len = 22;
+        int64_t big = 42;
+        if (k == 1 && r == n / 2) t[10] = '9';                   /* a middle byte */
+        if (k == 2 && r == n - 1) t[21] = '0';                   /* the last row */
+        if (k == 3 && r == 1) t[2] = '1';                        /* the second row */
+        if (k == 4 && r == n / 3) len = 21;                      /* one shorter, */
+        if (k == 4 && r == n / 3 + 1) len = 23;                  /* one longer */
+        if (k == 5) len = 0;                                     /* "" throughout */
+        if (k == 6 && r == n / 2) big = 43;
+        mcdc_col_append_bytes(&b->columns[0], t, len, NULL);
+        mcdc_col_append_int(&b->columns[1], big, NULL);
+        mcdc_col_append_int(&b->columns[2], k == 6 && r == n - 1 ? 8 : 7, NULL);
+    }
+}
+
+TEST(parquet_slices_of_one_value_round_trip_and_the_exceptions_too) {
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 3, NULL), MCDC_OK);
+    mcdc_schema_set(s, 0, "lsn", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 1, "batch_id", MCDC_TYPE_INT64, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 2, "op", MCDC_TYPE_INT32, 0, 0, 0, false, NULL);
+    enum { BATCH = 3000, KINDS = 7 };
+    int order[] = {0, 1, 0, 2, 3, 0, 4, 5, 0, 6, 0};
+    int nb = (int)(sizeof order / sizeof order[0]);
+    mcdc_batch *all = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&all, s, (int64_t)BATCH * nb, NULL), MCDC_OK);
+    for (int i = 0; i < nb; i++) one_value_rows(all, order[i], BATCH);
+    CHECK_EQ_INT(mcdc_batch_seal(all, NULL), MCDC_OK);
+    for (int threads = 1; threads <= 2; threads++) {
+        mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+        o.threads = threads;
+        o.page_bytes = 40 * 1024; /* slices of >= 1024 values (the choice), ending inside a batch */
+        const char *p = tmp_path("onevalue");
+        mcdc_parquet_writer *w = NULL;
+        mcdc_error e = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, p, s, &o, &e), MCDC_OK);
+        for (int i = 0; i < nb; i++) {
+            mcdc_batch *b = NULL;
+            CHECK_EQ_INT(mcdc_batch_create(&b, s, BATCH, NULL), MCDC_OK);
+            one_value_rows(b, order[i], BATCH);
+            CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
+            CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+            mcdc_batch_free(b);
+        }
+        CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+        const mcdc_parquet_file_info *fi = mcdc_parquet_writer_info(w);
+        /* the statistics see every exception: "" the least, the second
+         * row's '1' the most; 42..43 and 7..8 */
+        CHECK(fi->columns[0].has_min_max);
+        CHECK_EQ_INT(fi->columns[0].min.len, 0);
+        CHECK_EQ_INT(fi->columns[0].max.len, 22);
+        CHECK(memcmp(fi->columns[0].max.bytes, "0x1000000000000000ABCDEF", 22) == 0);
+        CHECK_EQ_INT(fi->columns[1].min.i, 42);
+        CHECK_EQ_INT(fi->columns[1].max.i, 43);
+        CHECK_EQ_INT(fi->columns[2].min.i, 7);
+        CHECK_EQ_INT(fi->columns[2].max.i, 8);
+        mcdc_parquet_writer_free(w);
+        CHECK_EQ_INT(compare_file(p, all, 1000), (int64_t)BATCH * nb);
+        pq_file_meta m;
+        CHECK_EQ_INT(read_meta(p, &m), MCDC_OK);
+        for (int c = 0; c < 3; c++)
+            CHECK(m.row_groups[0].columns[c].encodings & (1u << PQ_RLE_DICTIONARY));
+        mcdc_pq_meta_free(&m);
+        unlink(p);
+    }
+    (void)KINDS;
+    mcdc_batch_free(all);
+    mcdc_schema_unref(s);
+}
