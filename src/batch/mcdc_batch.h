@@ -180,6 +180,9 @@ int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, 
 int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err);
 
 /* ---- reading ------------------------------------------------------------ */
+/* How many of bits [0, n) are 0 (a validity bitmap's NULLs), a word at a
+ * time; bits past n are not read beyond their byte. */
+int64_t mcdc_bits_unset(const uint8_t *bits, int64_t n);
 static inline bool mcdc_col_is_valid(const mcdc_column *c, int64_t i) {
     return c->validity == NULL || ((c->validity[i >> 3] >> (i & 7)) & 1);
 }

@@ -154,7 +154,6 @@ static int corrupt(mcdc_error *err, const char *what, const mcdc_field *f) {
     return mcdc_error_set(err, MCDC_E_CORRUPT, "frame: %s", what);
 }
 
-static int64_t zeros(const uint8_t *bits, int64_t rows);
 
 /* A column's rows [row0, row0 + rows) as the frame holds them: its NULLs,
  * and its buffers' bytes: validity (only with NULLs), values or offsets,
@@ -170,7 +169,7 @@ typedef struct {
 static void col_slice(const mcdc_column *c, int64_t row0, int64_t rows, int32_t *rebased,
                       col_bytes *o) {
     const mcdc_field *f = c->field;
-    o->nulls = c->null_count ? zeros(c->validity + row0 / 8, rows) : 0;
+    o->nulls = c->null_count ? mcdc_bits_unset(c->validity + row0 / 8, rows) : 0;
     o->p[0] = c->null_count ? c->validity + row0 / 8 : NULL;
     o->n[0] = o->nulls ? (size_t)(rows + 7) / 8 : 0;
     o->n[1] = (size_t)main_bytes(f, rows);
@@ -314,13 +313,6 @@ static void pad_bits(uint8_t *bits, int64_t rows, bool v) {
     }
 }
 
-static int64_t zeros(const uint8_t *bits, int64_t rows) {
-    int64_t set = 0, full = rows >> 3;
-    for (int64_t i = 0; i < full; i++) set += __builtin_popcount(bits[i]);
-    if (rows & 7) set += __builtin_popcount((unsigned)bits[full] & ((1u << (rows & 7)) - 1));
-    return rows - set;
-}
-
 /* Decodes one column of rows rows from body[*at..] per its directory
  * entry d into the empty column c. */
 static int decode_col(mcdc_column *c, const uint8_t *d, int64_t rows, const uint8_t *body,
@@ -358,7 +350,7 @@ static int decode_col(mcdc_column *c, const uint8_t *d, int64_t rows, const uint
         }
         if ((int64_t)prev != db) return corrupt(err, "its last offset is not its data's length", f);
     }
-    if (has_validity && zeros(p, rows) != nulls)
+    if (has_validity && mcdc_bits_unset(p, rows) != nulls)
         return corrupt(err, "its bitmap's NULLs are not its NULL count", f);
     int rc = mcdc_col_reserve(c, rows, is_var(f) ? db : 0, err);
     if (rc == MCDC_OK && has_validity) rc = mcdc_col_ensure_validity(c, err);

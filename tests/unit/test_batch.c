@@ -100,6 +100,49 @@ TEST(batch_rejects_bad_decimal_and_null_in_not_null) {
     mcdc_schema_unref(s);
 }
 
+TEST(batch_bits_unset_counts_every_length_and_validate_finds_damage) {
+    /* the word-at-a-time count against a bit-by-bit one, every length to
+     * 200 at every bit density the pattern gives */
+    uint8_t bits[32];
+    uint32_t x = 12345u;
+    for (int round = 0; round < 4; round++) {
+        for (size_t k = 0; k < sizeof bits; k++) {
+            x = x * 1103515245u + 12345u;
+            uint8_t r = (uint8_t)(x >> 13); /* rounds: none set, random, all set, mostly set */
+            bits[k] = round == 0 ? 0x00 : round == 1 ? r : round == 2 ? 0xFF : (uint8_t)(r | 0x81);
+        }
+        for (int64_t n = 0; n <= 200; n++) {
+            int64_t slow = 0;
+            for (int64_t i = 0; i < n; i++) slow += !((bits[i >> 3] >> (i & 7)) & 1);
+            CHECK_EQ_INT(mcdc_bits_unset(bits, n), slow);
+        }
+    }
+    /* a sealed batch, then each damage the checks look for */
+    mcdc_schema *s = sample_schema();
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_batch *b;
+    CHECK_EQ_INT(mcdc_batch_create(&b, s, 0, &e), MCDC_OK);
+    fill(b, 150);
+    CHECK_EQ_INT(mcdc_batch_seal(b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_OK);
+    mcdc_column *amount = &b->columns[2];
+    CHECK_EQ_INT(amount->null_count, 50);
+    amount->validity[142 >> 3] ^= (uint8_t)(1u << (142 & 7)); /* row 142: a value turned NULL */
+    CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "null count 50, bitmap 51") != NULL);
+    amount->validity[142 >> 3] ^= (uint8_t)(1u << (142 & 7));
+    CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_OK);
+    int32_t *off = b->columns[0].offsets;
+    int32_t keep = off[97];
+    off[97] = off[96] - 1; /* row 96's end before its start */
+    CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "offsets decrease at row 96") != NULL);
+    off[97] = keep;
+    CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_OK);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
 TEST(batch_export_import_round_trip) {
     mcdc_schema *s = sample_schema();
     mcdc_batch *b, *back;
