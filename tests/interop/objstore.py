@@ -34,6 +34,7 @@ import urllib.parse
 import urllib.request
 
 VENV_BIN = os.path.dirname(sys.executable)
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def stop_process(proc, grace=10):
@@ -92,7 +93,8 @@ class Moto:
             self.port = free_port()
             self.log = open(self.log_path, "w")
             self.proc = subprocess.Popen(
-                [os.path.join(VENV_BIN, "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)],
+                [os.path.join(VENV_BIN, "python"), os.path.join(HERE, "moto_atomic.py"), "127.0.0.1",
+                 str(self.port)],
                 stdout=self.log, stderr=subprocess.STDOUT, env=env)
             try:
                 wait_http(self.endpoint + "/moto-api/", self.proc, self.log_path)
