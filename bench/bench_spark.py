@@ -7,7 +7,8 @@ trigger (availableNow); the same for a whole snapshot read through
 `format("mssql_cdc_snapshot")` and written to Delta; `mssql-cdc stream` on
 the same change rows; and the plain-Python `read_changes` into pyarrow next
 to the C reader alone (build/mcdc-bench-reader, one connection: both read
-the ranges one after another).
+the ranges one after another), alternated BENCH_SPARK_READER_ROUNDS times and
+compared by their medians.
 
 Our package runs from the source tree (python/src on PYTHONPATH, which
 Spark's Python workers inherit; the library from build/); the reference is
@@ -39,11 +40,12 @@ Prints `name: value` lines. Not a test: nothing here asserts a goal.
 Environment: BENCH_SPARK_ROWS (3,000,000 change rows), BENCH_SPARK_SNAPSHOT_ROWS
 (5,000,000 table rows), BENCH_SPARK_REFERENCE_ROWS (200,000; 0 skips the
 reference), BENCH_SPARK_REFERENCE_SNAPSHOT_ROWS (500,000), BENCH_SPARK_REFERENCE_LARGE_ROWS
-(1,000,000; 0 skips the larger comparison).
+(1,000,000; 0 skips the larger comparison), BENCH_SPARK_READER_ROUNDS (3).
 """
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,6 +65,7 @@ SNAPSHOT_ROWS = int(os.environ.get("BENCH_SPARK_SNAPSHOT_ROWS", "5000000"))
 REFERENCE_ROWS = int(os.environ.get("BENCH_SPARK_REFERENCE_ROWS", "200000"))
 REFERENCE_SNAPSHOT_ROWS = int(os.environ.get("BENCH_SPARK_REFERENCE_SNAPSHOT_ROWS", "500000"))
 REFERENCE_LARGE_ROWS = int(os.environ.get("BENCH_SPARK_REFERENCE_LARGE_ROWS", "1000000"))
+READER_ROUNDS = int(os.environ.get("BENCH_SPARK_READER_ROUNDS", "3"))
 
 # One Spark process: each job streams (or snapshots) one capture instance
 # into a bronze of its own; prints RESULT {job: [seconds, rows]}.
@@ -153,13 +156,14 @@ READ_CHANGES = r"""
 import json, os, sys, time
 P = json.loads(os.environ["MCDC_PARAMS"])
 import mssql_cdc
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 n = 0
 for batch in mssql_cdc.read_changes({"captureInstance": P["ci"], "connectionString": P["cs"]},
                                     num_partitions=1):
     n += batch.num_rows
 print("RESULT " + json.dumps({"module": mssql_cdc.__file__, "rows": n,
-                              "seconds": time.perf_counter() - t0}), flush=True)
+                              "seconds": time.perf_counter() - t0,
+                              "cpu_seconds": time.process_time() - c0}), flush=True)
 """
 
 
@@ -307,18 +311,34 @@ def main():
             print(f"spark_binding_vs_reference_ratio: n/a (skipped: {why})")
             print(f"spark_snapshot_vs_reference_ratio: n/a (skipped: {why})")
 
-        # the plain-Python reader against the C reader alone, one connection each
-        py, _ = child(READ_CHANGES, {"ci": "dbo_bench", "cs": cs}, True, work, "read_changes")
-        if py["rows"] != rows:
-            raise SystemExit(f"read_changes read {py['rows']} rows of {rows}")
-        py_rate = rows / py["seconds"]
-        print(f"python_read_changes_rows_per_s: {py_rate:.0f}")
+        # the plain-Python reader against the C reader alone, one connection
+        # each, alternated READER_ROUNDS times and compared by their medians:
+        # one run of either takes about a second, where a neighbour's burst
+        # moves a single figure by a fifth. The Python side is timed from the
+        # call of read_changes (planning and connecting included, the
+        # interpreter's start and imports not); the C side is its whole process.
         reader = os.path.join(os.path.dirname(CLI), "mcdc-bench-reader")
-        if os.path.exists(reader):
-            c = run_child([reader, "--connection-string", cs, "--capture-instance", "dbo_bench",
-                           "--connections", "1"])
-            print(f"c_reader_rows_per_s: {rows / c.secs:.0f}")
-            print(f"python_read_changes_vs_c_reader_ratio: {ratio(py_rate, rows / c.secs)}")
+        py_rates, py_cpu, c_rates, c_cpu = [], [], [], []
+        for _ in range(READER_ROUNDS):
+            py, _ = child(READ_CHANGES, {"ci": "dbo_bench", "cs": cs}, True, work, "read_changes")
+            if py["rows"] != rows:
+                raise SystemExit(f"read_changes read {py['rows']} rows of {rows}")
+            py_rates.append(rows / py["seconds"])
+            py_cpu.append(rows / max(py["cpu_seconds"], 1e-3))
+            if os.path.exists(reader):
+                c = run_child([reader, "--connection-string", cs, "--capture-instance",
+                               "dbo_bench", "--connections", "1"])
+                c_rates.append(rows / c.secs)
+                c_cpu.append(rows / max(c.cpu_s, 1e-3))
+        print(f"python_read_changes_rows_per_s: {statistics.median(py_rates):.0f}")
+        print(f"python_read_changes_rows_per_cpu_s: {statistics.median(py_cpu):.0f}")
+        if c_rates:
+            print(f"c_reader_rows_per_s: {statistics.median(c_rates):.0f}")
+            print(f"c_reader_rows_per_cpu_s: {statistics.median(c_cpu):.0f}")
+            print("python_read_changes_vs_c_reader_ratio: "
+                  f"{ratio(statistics.median(py_rates), statistics.median(c_rates))}")
+            print("python_read_changes_vs_c_reader_rounds: "
+                  + " ".join(ratio(a, b) for a, b in zip(py_rates, c_rates)))
         else:
             print("python_read_changes_vs_c_reader_ratio: n/a (build/mcdc-bench-reader missing)")
     finally:

@@ -996,14 +996,28 @@ int mcdc_batch_reshape(mcdc_batch **out, mcdc_batch *in, mcdc_schema *target, co
 }
 
 /* ---- Arrow export --------------------------------------------------------
- * One private block per exported array; buffers handed over from the batch
- * are freed by the array's release callback. */
+ * The exported arrays (the struct and one per column) point into the
+ * batch's own buffers and share it: each holds one reference, and the last
+ * released frees the batch, which gives its columns back to the schema's
+ * pool for the producer's next batch (a consumer may release a moved child
+ * after its parent, on another thread). */
+typedef struct {
+    mcdc_batch *batch; /* NULL while export fails: the caller keeps it */
+    int refs;          /* arrays not yet released; atomic */
+} export_hold;
+
 typedef struct {
     const void *buffers[3];
-    void *owned[3];
+    export_hold *hold;
     struct ArrowArray **children;
     int64_t n_children;
 } array_priv;
+
+static void hold_drop(export_hold *h) {
+    if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    mcdc_batch_free(h->batch);
+    mcdc_free(h);
+}
 
 static void array_release(struct ArrowArray *a) {
     if (a == NULL || a->release == NULL) return;
@@ -1014,7 +1028,7 @@ static void array_release(struct ArrowArray *a) {
         mcdc_free(ch);
     }
     mcdc_free(p->children);
-    for (int i = 0; i < 3; i++) mcdc_free(p->owned[i]);
+    hold_drop(p->hold);
     mcdc_free(p);
     a->release = NULL;
 }
@@ -1086,27 +1100,23 @@ int mcdc_schema_export(const mcdc_schema *s, struct ArrowSchema *out, mcdc_error
     return MCDC_OK;
 }
 
-/* Moves column c's buffers into a new child array. */
-static int export_column(mcdc_column *c, int64_t rows, struct ArrowArray *out) {
+/* A child array on column c's buffers, holding a reference to h. */
+static int export_column(const mcdc_column *c, int64_t rows, export_hold *h,
+                         struct ArrowArray *out) {
+    /* never a NULL data buffer, even for a column of empty values */
+    static const uint64_t no_data = 0;
     array_priv *p = mcdc_calloc(1, sizeof *p);
     if (p == NULL) return MCDC_E_NOMEM;
     int64_t nbuf = is_var(c->field) ? 3 : 2;
-    p->owned[0] = c->null_count ? c->validity : NULL;
-    if (!c->null_count) mcdc_free(c->validity);
-    c->validity = NULL;
-    p->buffers[0] = p->owned[0];
+    p->buffers[0] = c->null_count ? c->validity : NULL;
     if (is_var(c->field)) {
-        p->owned[1] = c->offsets;
-        p->owned[2] = c->data;
-        if (p->owned[2] == NULL) p->owned[2] = mcdc_calloc(1, 8); /* never a NULL data buffer */
-        c->offsets = NULL;
-        c->data = NULL;
+        p->buffers[1] = c->offsets;
+        p->buffers[2] = c->data ? (const void *)c->data : &no_data;
     } else {
-        p->owned[1] = c->values;
-        c->values = NULL;
+        p->buffers[1] = c->values;
     }
-    p->buffers[1] = p->owned[1];
-    p->buffers[2] = p->owned[2];
+    p->hold = h;
+    __atomic_add_fetch(&h->refs, 1, __ATOMIC_RELAXED);
     *out = (struct ArrowArray){.length = rows,
                                .null_count = c->null_count,
                                .offset = 0,
@@ -1129,9 +1139,17 @@ int mcdc_batch_export(mcdc_batch **bp, struct ArrowArray *out_array,
     rc = mcdc_schema_export(b->schema, out_schema, err);
     if (rc) return rc;
     int32_t n = b->schema->n_fields;
-    array_priv *p = mcdc_calloc(1, sizeof *p);
+    export_hold *h = mcdc_calloc(1, sizeof *h);
+    array_priv *p = h ? mcdc_calloc(1, sizeof *p) : NULL;
     if (p) p->children = mcdc_calloc((size_t)(n ? n : 1), sizeof *p->children);
-    if (p == NULL || p->children == NULL) goto nomem;
+    if (p == NULL || p->children == NULL) {
+        if (p) mcdc_free(p->children);
+        mcdc_free(p);
+        mcdc_free(h);
+        goto nomem;
+    }
+    h->refs = 1; /* the struct array's; each column's adds one */
+    p->hold = h;
     *out_array = (struct ArrowArray){.length = b->rows,
                                      .null_count = 0,
                                      .offset = 0,
@@ -1144,24 +1162,21 @@ int mcdc_batch_export(mcdc_batch **bp, struct ArrowArray *out_array,
                                      .private_data = p};
     for (int32_t i = 0; i < n; i++) {
         struct ArrowArray *ch = mcdc_calloc(1, sizeof *ch);
-        if (ch == NULL || export_column(&b->columns[i], b->rows, ch)) {
+        if (ch == NULL || export_column(&b->columns[i], b->rows, h, ch)) {
             mcdc_free(ch);
+            /* the arrays made so far go; the batch stays the caller's */
+            out_array->n_children = p->n_children;
+            array_release(out_array);
             goto nomem;
         }
         p->children[i] = ch;
         p->n_children = i + 1;
     }
-    mcdc_batch_free(b);
+    MCDC_ASSERT(p->n_children == n && h->refs == n + 1);
+    h->batch = b; /* the arrays own it from here */
     *bp = NULL;
     return MCDC_OK;
 nomem:
-    if (p && p->children) {
-        out_array->n_children = p->n_children;
-        array_release(out_array);
-    } else {
-        if (p) mcdc_free(p->children);
-        mcdc_free(p);
-    }
     out_schema->release(out_schema);
     return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory exporting a batch");
 }

@@ -188,10 +188,11 @@ static inline bool mcdc_col_is_valid(const mcdc_column *c, int64_t i) {
 }
 
 /* ---- Arrow C Data Interface ------------------------------------------------
- * Export moves the batch's buffers into out_array (a struct array "+s" whose
- * children are the columns) and describes it in out_schema; the batch is
- * freed (*b set to NULL). Both structs are released by their consumers
- * (pyarrow moves them). Import copies the data of a struct array of supported
+ * Export hands the batch to out_array (a struct array "+s" whose children
+ * are the columns, on the batch's buffers without a copy) and describes it
+ * in out_schema; *b is set to NULL. Both structs are released by their
+ * consumers (pyarrow moves them); the last of the arrays released frees the
+ * batch, its buffers going back to the schema's pool. Import copies the data of a struct array of supported
  * types into a new batch and releases nothing: the caller still owns (and
  * must release) array and schema. */
 int mcdc_batch_export(mcdc_batch **b, struct ArrowArray *out_array,

@@ -127,7 +127,7 @@ TEST(batch_pool_reuses_buffers_and_starts_empty) {
     mcdc_schema_unref(s); /* frees the pooled buffers: the runner checks leaks */
 }
 
-TEST(batch_pool_is_bounded_and_skips_exported_batches) {
+TEST(batch_pool_is_bounded_and_takes_exported_batches_back) {
     mcdc_schema *s = pool_schema();
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_batch *b[4] = {0};
@@ -153,18 +153,38 @@ TEST(batch_pool_is_bounded_and_skips_exported_batches) {
     CHECK(z->columns != cols[0] && z->columns != cols[1]);
     mcdc_batch_free(z);
     mcdc_batch_free(y);
-    /* An exported batch hands its buffers to Arrow: nothing to keep. */
+    /* An exported batch's columns stay with its arrays (the pool does not
+     * get them) until the last array is released, a moved child included. */
     pool_fill(x, 20, 3);
     CHECK_EQ_INT(mcdc_batch_seal(x, &e), MCDC_OK);
-    struct ArrowArray arr;
+    const mcdc_column *xcols = x->columns;
+    struct ArrowArray arr, moved;
     struct ArrowSchema as;
     CHECK_EQ_INT(mcdc_batch_export(&x, &arr, &as, &e), MCDC_OK);
     CHECK(x == NULL);
-    mcdc_batch *w = NULL;
+    CHECK(arr.children[0]->buffers[2] == xcols[0].data); /* no copy */
+    mcdc_batch *w = NULL, *v = NULL, *u = NULL;
     CHECK_EQ_INT(mcdc_batch_create(&w, s, 10, &e), MCDC_OK);
-    CHECK(w->columns == cols[0] || w->columns == cols[1]); /* a pooled one, not the exported */
-    mcdc_batch_free(w);
+    CHECK_EQ_INT(mcdc_batch_create(&v, s, 10, &e), MCDC_OK);
+    CHECK(w->columns == cols[0]); /* y's, freed last */
+    CHECK(v->columns != xcols && v->columns != cols[0]); /* z's: the pool is empty now */
+    moved = *arr.children[1]; /* a consumer moves a child out */
+    arr.children[1]->release = NULL;
     arr.release(&arr);
+    CHECK(arr.release == NULL);
+    CHECK_EQ_INT(mcdc_batch_create(&u, s, 10, &e), MCDC_OK);
+    CHECK(u->columns != xcols); /* the moved child still reads them */
+    CHECK_EQ_INT(moved.length, 20);
+    mcdc_batch_free(u);
+    moved.release(&moved);
+    CHECK_EQ_INT(mcdc_batch_create(&u, s, 10, &e), MCDC_OK);
+    CHECK(u->columns == xcols); /* back, emptied */
+    CHECK_EQ_INT(u->columns[0].length, 0);
+    CHECK_EQ_INT(u->columns[0].data_len, 0);
+    CHECK(u->columns[1].validity == NULL);
+    mcdc_batch_free(u);
+    mcdc_batch_free(v);
+    mcdc_batch_free(w);
     as.release(&as);
     /* Changing a field drops what was kept for the old type. */
     CHECK_EQ_INT(mcdc_schema_set(s, 1, "i", MCDC_TYPE_INT64, 0, 0, 0, true, &e), MCDC_OK);
