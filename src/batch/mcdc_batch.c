@@ -432,8 +432,12 @@ int mcdc_batch_validate(const mcdc_batch *b, mcdc_error *err) {
                 return mcdc_error_set(err, MCDC_E_INVALID, "column '%s': first offset not 0", n);
             const int32_t *o = c->offsets;
             int down = 0;
-            for (int64_t r = 0; r < c->length; r++) down |= o[r + 1] < o[r];
-            for (int64_t r = 0; down && r < c->length; r++)
+            int64_t r = 0;
+            /* eight rows a step: gcc -O2 turns the inner fold into vector compares */
+            for (; r + 8 <= c->length; r += 8)
+                for (int k = 0; k < 8; k++) down |= o[r + k + 1] < o[r + k];
+            for (; r < c->length; r++) down |= o[r + 1] < o[r];
+            for (r = 0; down && r < c->length; r++)
                 if (o[r + 1] < o[r])
                     return mcdc_error_set(err, MCDC_E_INVALID,
                                           "column '%s': offsets decrease at row %lld", n,
