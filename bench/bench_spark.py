@@ -32,8 +32,14 @@ and counts each batch, and folds the executors' read metrics):
 spark_binding_to_delta_rows_per_s. Does the reference's rate rise with rows
 (its fixed costs amortised)? Both
 packages stream a larger table too (BENCH_SPARK_REFERENCE_LARGE_ROWS):
-spark_binding_vs_reference_ratio_large. A Spark's time runs from start()
-(or the read) to the end of the query, without the SparkSession's start.
+spark_binding_vs_reference_ratio_large. The issue's own reading, ours on
+all the rows against the reference's rate on its fewer rows, is printed
+too (spark_binding_full_rows_vs_reference_ratio,
+spark_snapshot_full_rows_vs_reference_ratio), each next to the Delta write
+alone of all our rows over the reference's rate (*_ceiling of the same
+name; spark_delta_write_only_*_full_rows_per_s). A Spark's time runs from
+start() (or the read) to the end of the query, without the SparkSession's
+start.
 
 Prints `name: value` lines. Not a test: nothing here asserts a goal.
 
@@ -234,7 +240,10 @@ def main():
 
         # ours in Spark
         jobs = [["stream", "stream", "dbo_bench"], ["snapshot", "snapshot", "dbo_snap"],
-                ["count", "count", "dbo_bench"], ["to_delta", "to_delta", "dbo_bench"]]
+                ["count", "count", "dbo_bench"], ["to_delta", "to_delta", "dbo_bench"],
+                # the sink alone on all the rows of our stream and snapshot
+                ["delta_only_stream", "delta_only", "stream"],
+                ["delta_only_snapshot", "delta_only", "snapshot"]]
         ref_jobs = []
         if why is None:
             ref_jobs = [["stream_ref", "stream", "dbo_bench_ref"],
@@ -267,6 +276,13 @@ def main():
         if sgot != SNAPSHOT_ROWS:
             raise SystemExit(f"our Spark snapshot wrote {sgot} rows of {SNAPSHOT_ROWS}")
         print(f"spark_snapshot_rows_per_s: {SNAPSHOT_ROWS / ssecs:.0f}")
+        write_only = {}  # the Delta write alone on the same rows, rows/s
+        for job, n in (("stream", rows), ("snapshot", SNAPSHOT_ROWS)):
+            wsecs, wgot = ours[f"delta_only_{job}"]
+            if wgot != n:
+                raise SystemExit(f"the staged write of {job} wrote {wgot} rows of {n}")
+            write_only[job] = n / wsecs
+            print(f"spark_delta_write_only_{job}_full_rows_per_s: {write_only[job]:.0f}")
         print(f"cli_vs_spark_binding_ratio: {ratio(cli_rate, binding)}")
 
         # the reference in the same Spark, on the fewer rows; ours on the same
@@ -284,6 +300,18 @@ def main():
                 print(f"spark_binding_vs_reference_ratio: n/a (the reference failed: "
                       f"{str(e).splitlines()[0][:300]})")
             if ref:
+                # the issue's reading: ours on all the rows against the
+                # reference's rate on its fewer rows (each side's fixed
+                # costs spread over its own rows), next to the Delta write
+                # alone on our rows over the reference's rate
+                for kind, n, o_secs, figure in (
+                        ("stream", rows, secs, "spark_binding_full_rows_vs_reference_ratio"),
+                        ("snapshot", SNAPSHOT_ROWS, ssecs,
+                         "spark_snapshot_full_rows_vs_reference_ratio")):
+                    if f"{kind}_ref" in ref:
+                        r_secs, r_rows = ref[f"{kind}_ref"][:2]
+                        print(f"{figure}: {ratio(n / o_secs, r_rows / r_secs)}")
+                        print(f"{figure}_ceiling: {ratio(write_only[kind], r_rows / r_secs)}")
                 for kind, figure in (("stream", "spark_binding_vs_reference_ratio"),
                                      ("snapshot", "spark_snapshot_vs_reference_ratio"),
                                      ("count", "spark_binding_source_only_vs_reference_ratio"),

@@ -268,7 +268,7 @@ static bool pool_put(mcdc_batch *b) {
     int64_t bytes = 0;
     for (int32_t i = 0; i < s->n_fields; i++) {
         const mcdc_column *c = &b->columns[i];
-        /* only whole columns (export hands buffers over and leaves NULLs) */
+        /* only whole columns (one never grown holds no buffers to keep) */
         if (c->capacity == 0 || (is_var(c->field) ? c->offsets == NULL : c->values == NULL))
             return false;
         bytes += col_cap_bytes(c);
